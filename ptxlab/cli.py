@@ -1,0 +1,37 @@
+"""The ``ptxlab`` command: one entry point, each subcommand owned by the module that does the job."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, help). Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "status": ("ptxlab.status_cli", "which backend runs kernels here (GPU or the CPU model)"),
+    "grade": ("ptxlab.grading.cli", "autograde every collected submission of an assignment"),
+    "bench": ("ptxlab.bench.cli", "run the capstone benchmarks on a GPU and write a report"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ptxlab", description="PTX Matrix Lab")
+    sub = parser.add_subparsers(dest="command", required=True)
+    loaded = {}
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:  # a part of the project not installed here
+            p.set_defaults(_missing=f"'ptxlab {name}' is unavailable: {exc}")
+            continue
+        module.add_arguments(p)
+        loaded[name] = module
+    args = parser.parse_args(argv)
+    if getattr(args, "_missing", None):
+        print(args._missing, file=sys.stderr)
+        return 2
+    return int(loaded[args.command].run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Where the CUDA sources in ``kernels/`` live, so every backend compiles the same files."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_ENV = "PTXLAB_KERNELS_DIR"
+
+
+def kernels_dir() -> Path:
+    """The ``kernels/`` folder: ``$PTXLAB_KERNELS_DIR``, else the one beside the package."""
+    override = os.environ.get(_ENV)
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "kernels", here / "_kernels"):
+        if (candidate / "ldmatrix.cuh").exists() or candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(
+        f"cannot find the kernels/ folder next to {here}; set {_ENV} to its path"
+    )
+
+
+def read_kernel(relative: str) -> str:
+    """Text of a file under ``kernels/`` (e.g. ``"reference/ldmatrix_ref.cu"``)."""
+    path = kernels_dir() / relative
+    if not path.exists():
+        raise FileNotFoundError(f"no kernel source {relative!r} under {kernels_dir()}")
+    return path.read_text()
+
+
+def include_options() -> tuple[str, ...]:
+    """Compiler options that make ``#include "ldmatrix.cuh"`` resolve to ``kernels/``."""
+    return (f"-I{kernels_dir()}",)

@@ -1,0 +1,32 @@
+"""Shared test set-up: the ``gpu`` marker skips, with the reason, where no usable GPU is present."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _gpu_reason() -> str | None:
+    try:
+        from ptxlab import gpu
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        return f"ptxlab.gpu unavailable: {exc}"
+    st = gpu.status()
+    return None if st.available else st.message
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any("gpu" in item.keywords for item in items):
+        return
+    reason = _gpu_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"no usable GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
