@@ -110,7 +110,7 @@ def _as_addresses(addrs, name: str = "addrs") -> tuple[np.ndarray, bool]:
     if arr.ndim != 2 or arr.shape[1] != WARP_SIZE:
         raise BadOperand(f"{name} must hold one address per lane: shape (32,) or (warps, 32), "
                          f"got {np.shape(addrs)}")
-    return arr.astype(np.int64), batched
+    return arr.astype(np.int64, copy=False), batched
 
 
 def _as_smem(smem, warps: int, writable: bool = False) -> np.ndarray:
@@ -147,6 +147,8 @@ def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str) -> n
     see :func:`ptxlab.layouts.address_role`).
     """
     rows = addrs[:, : 8 * num]
+    if not (rows & (ROW_BYTES - 1)).any() and rows.min() >= 0 and rows.max() + ROW_BYTES <= smem_bytes:
+        return rows
     bad = rows % ROW_BYTES != 0
     if bad.any():
         w, lane = map(int, np.argwhere(bad)[0])
@@ -241,14 +243,23 @@ def ldmatrix(smem: np.ndarray, addrs, num: int = 4, trans: bool = False, *,
     mem = _as_smem(smem, a.shape[0])
     rows = _row_addresses(a, num, mem.shape[1], "ldmatrix")        # (W, 8*num)
     src_lane, col = _gather_index(num, trans)                      # (32, num, 2)
-    byte = rows[:, src_lane] + 2 * col                             # (W, 32, num, 2)
-    if mem.shape[0] == 1:
-        m = mem[0]
-        lo = m[byte].astype(np.uint32) | (m[byte + 1].astype(np.uint32) << 8)
+    # Row addresses are 16-byte aligned, so every element is a whole little-endian uint16 of the
+    # buffer: gather in units of 16 bits (or 32 bits when both halves are neighbours).
+    halves = (rows // 2).astype(np.int32)                          # (W, 8*num)
+    if mem.shape[1] % 4:
+        mem = np.pad(mem, ((0, 0), (0, 4 - mem.shape[1] % 4)))
+    if not trans:
+        words = np.ascontiguousarray(mem).view("<u4")              # (1 or W, S/4)
+        idx = halves[:, src_lane[..., 0]] // 2 + (col[..., 0] // 2).astype(np.int32)
+        out = words[0][idx] if words.shape[0] == 1 else np.take_along_axis(
+            words, idx.reshape(idx.shape[0], -1), axis=1).reshape(idx.shape)
+        out = out.astype(np.uint32)
     else:
-        w = np.arange(mem.shape[0])[:, None, None, None]
-        lo = mem[w, byte].astype(np.uint32) | (mem[w, byte + 1].astype(np.uint32) << 8)
-    out = lo[..., 0] | (lo[..., 1] << 16)
+        h16 = np.ascontiguousarray(mem).view("<u2")
+        idx = halves[:, src_lane] + col.astype(np.int32)            # (W, 32, num, 2)
+        el = h16[0][idx] if h16.shape[0] == 1 else np.take_along_axis(
+            h16, idx.reshape(idx.shape[0], -1), axis=1).reshape(idx.shape)
+        out = el[..., 0].astype(np.uint32) | (el[..., 1].astype(np.uint32) << 16)
     return out if batched else out[0]
 
 
@@ -289,7 +300,7 @@ def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *
     # included, so row j of the result is the row whose address lane j gave.
     lay = layouts.stmatrix_fragment(num, trans)
     mats = fragment_to_matrices(r, lay)                             # (W, num, 8, 8) 16-bit bits
-    rows_data = mats.reshape(a.shape[0], num * 8, 8).astype("<u2")
+    rows_data = np.ascontiguousarray(mats.reshape(a.shape[0], num * 8, 8), dtype="<u2")
     bytes_ = rows_data.view(np.uint8).reshape(a.shape[0], num * 8, ROW_BYTES)
     dst = rows[..., None] + np.arange(ROW_BYTES)                    # (W, 8*num, 16)
     w_idx = np.arange(a.shape[0])[:, None, None]
@@ -333,7 +344,12 @@ def movmatrix(a, trans: bool = True) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 def _decode(bits: np.ndarray, typ: str) -> np.ndarray:
-    """Element bit patterns -> exact float64 (or int64) values."""
+    """Element bit patterns -> exact float64 (or int64) values (NaN payloads need not survive)."""
+    with np.errstate(invalid="ignore"):
+        return _decode_values(bits, typ)
+
+
+def _decode_values(bits: np.ndarray, typ: str) -> np.ndarray:
     if typ == "f16":
         return bits.astype(np.uint16).view(np.float16).astype(np.float64)
     if typ == "bf16":

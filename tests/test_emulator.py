@@ -210,3 +210,15 @@ def test_stmatrix_to_one_row_twice_is_undefined():
     addrs[3] = addrs[6]
     with pytest.raises(UndefinedResult, match=r"lanes \[3, 6\]"):
         emulator.stmatrix(np.zeros(1024, np.uint8), addrs, np.zeros((32, 4), np.uint32))
+
+
+def test_batched_stmatrix_matches_one_warp_at_a_time():
+    W = 6
+    mem = rng.integers(0, 256, (W, 2048), dtype=np.uint8)
+    ref = mem.copy()
+    addrs = np.stack([rng.permutation(128)[:32] * 16 for _ in range(W)])
+    regs = rng.integers(0, 2**32, (W, 32, 4), dtype=np.uint64).astype(np.uint32)
+    emulator.stmatrix(mem, addrs, regs, num=4, trans=True)
+    for w in range(W):
+        emulator.stmatrix(ref[w], addrs[w], regs[w], num=4, trans=True)
+    assert np.array_equal(mem, ref)
