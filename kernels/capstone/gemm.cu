@@ -1,0 +1,316 @@
+// Capstone GEMM: C[M,N] = A[M,K] * B[K,N], fp16 inputs, fp32 accumulation, fp16 or fp32 output.
+//
+// Data path of one block:
+//   global --cp.async 16 B--> XOR-swizzled shared tiles (GEMM_STAGES-deep ring)
+//          --ldmatrix (.trans for row-major B)--> mma.sync.m16n8k16 fragments
+//          --mma.sync--> fp32 accumulators --stmatrix--> per-warp staging tile
+//          --ld.shared.v4 / st.global.v4--> C
+//
+// A is row-major (M x K). B is row-major (K x N) or, with GEMM_B_COL=1, column-major (stored as
+// N x K). M, N, K must be multiples of GEMM_BM, GEMM_BN, GEMM_BK (the host side checks).
+// The tile configuration is chosen with -D options (defaults below = the configuration picked by
+// measurement on the H100, see notes/capstone_tuning.md); a small configuration (one 64x64 tile,
+// 128 threads) runs the same code on the CPU interpreter.
+#include "capstone/capstone_ptx.cuh"
+
+#ifndef GEMM_BM
+#define GEMM_BM 128
+#endif
+#ifndef GEMM_BN
+#define GEMM_BN 256
+#endif
+#ifndef GEMM_BK
+#define GEMM_BK 64
+#endif
+#ifndef GEMM_WARPS_M
+#define GEMM_WARPS_M 2
+#endif
+#ifndef GEMM_WARPS_N
+#define GEMM_WARPS_N 4
+#endif
+#ifndef GEMM_STAGES
+#define GEMM_STAGES 3
+#endif
+#ifndef GEMM_B_COL
+#define GEMM_B_COL 0
+#endif
+#ifndef GEMM_OUT_F32
+#define GEMM_OUT_F32 0
+#endif
+#ifndef GEMM_GROUP_M
+#define GEMM_GROUP_M 8
+#endif
+#ifndef GEMM_FRAG_PIPE
+#define GEMM_FRAG_PIPE 0
+#endif
+#ifndef GEMM_MIN_BLOCKS
+#define GEMM_MIN_BLOCKS 1
+#endif
+
+namespace gemm {
+
+constexpr int BM = GEMM_BM, BN = GEMM_BN, BK = GEMM_BK, STAGES = GEMM_STAGES;
+constexpr int WARPS_M = GEMM_WARPS_M, WARPS_N = GEMM_WARPS_N;
+constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+constexpr int WTM = BM / WARPS_M;          // rows of C one warp owns
+constexpr int WTN = BN / WARPS_N;          // columns of C one warp owns
+constexpr int MT = WTM / 16;               // m16 tiles per warp
+constexpr int NT = WTN / 8;                // n8 tiles per warp
+constexpr int KS = BK / 16;                // k16 steps per shared tile
+static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "tile shape");
+
+// Shared tiles are rows of 16-byte chunks. A: BM rows of BK/8 chunks. B row-major: BK rows of
+// BN/8 chunks; B column-major: BN rows of BK/8 chunks.
+constexpr int A_C = BK / 8;
+constexpr int B_ROWS = GEMM_B_COL ? BN : BK;
+constexpr int B_C = GEMM_B_COL ? BK / 8 : BN / 8;
+constexpr int A_BYTES = BM * BK * 2;
+constexpr int B_BYTES = BK * BN * 2;
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+
+// XOR swizzle of the 16-byte chunk index inside a row of C chunks: the 8 rows one ldmatrix phase
+// reads (same logical chunk, consecutive rows) land in 8 different 16-byte bank groups.
+template <int C>
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+    if constexpr (C >= 8) return chunk ^ (row & 7);
+    else if constexpr (C == 4) return chunk ^ ((row >> 1) & 3);
+    else if constexpr (C == 2) return chunk ^ ((row >> 2) & 1);
+    else return chunk;
+}
+template <int C>
+__device__ __forceinline__ u32 tile_offset(int row, int chunk) {
+    return (u32)(row * C + swizzle<C>(row, chunk)) * 16u;
+}
+
+#if GEMM_OUT_F32
+constexpr int EPI_BYTES = (THREADS / 32) * 16 * WTN * 4;   // one m16 slab of f32 per warp
+#else
+constexpr int EPI_BYTES = (THREADS / 32) * WTM * WTN * 2;  // the warp's whole tile in f16
+#endif
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES > EPI_BYTES ? STAGES * STAGE_BYTES : EPI_BYTES;
+
+// Where this thread's cp.async copies go. Copy i of A moves 16-byte chunk `ch` of tile row
+// row0 + i * (THREADS / A_C); that step is a multiple of 8 rows, so the swizzle of every copy
+// equals that of copy 0 and the whole plan is two pointers, two shared offsets and two strides,
+// computed once (the per-copy index arithmetic would otherwise cost more than the copies).
+struct CopyPlan {
+    const unsigned short* a_src;   // chunk of copy 0 in the current k-tile
+    const unsigned short* b_src;
+    u32 a_dst, b_dst;              // shared offsets of copy 0 inside a stage
+    u64 a_step, b_step;            // elements between copy i and copy i+1
+    u64 b_next;                    // elements from one k-tile of B to the next
+};
+constexpr int A_ROWS_PER_COPY = THREADS / A_C;
+constexpr int B_ROWS_PER_COPY = THREADS / B_C;
+static_assert(THREADS % A_C == 0 && THREADS % B_C == 0, "a warp-block row split of the copies");
+static_assert(A_ROWS_PER_COPY % 8 == 0 && B_ROWS_PER_COPY % 8 == 0, "swizzle-invariant copy step");
+
+__device__ __forceinline__ CopyPlan make_copy_plan(const unsigned short* A, const unsigned short* B,
+                                                   int m0, int n0, int N, int K, int tid) {
+    CopyPlan p;
+    const int a_row = tid / A_C, a_ch = tid % A_C, b_row = tid / B_C, b_ch = tid % B_C;
+    p.a_src = A + (u64)(m0 + a_row) * K + a_ch * 8;
+    p.a_dst = tile_offset<A_C>(a_row, a_ch);
+    p.a_step = (u64)A_ROWS_PER_COPY * K;
+#if GEMM_B_COL
+    p.b_src = B + (u64)(n0 + b_row) * K + b_ch * 8;
+    p.b_step = (u64)B_ROWS_PER_COPY * K;
+    p.b_next = BK;
+#else
+    p.b_src = B + (u64)b_row * N + n0 + b_ch * 8;
+    p.b_step = (u64)B_ROWS_PER_COPY * N;
+    p.b_next = (u64)BK * N;
+#endif
+    p.b_dst = A_BYTES + tile_offset<B_C>(b_row, b_ch);
+    return p;
+}
+
+// Issue the cp.async copies of the plan's current k-tile into ring slot `stage` (no commit),
+// then advance the plan to the next k-tile.
+__device__ __forceinline__ void load_stage(u32 smem, int stage, CopyPlan& p) {
+    const u32 base = smem + stage * STAGE_BYTES;
+#pragma unroll
+    for (int i = 0; i < BM * A_C / THREADS; ++i)
+        cp_async_16(base + p.a_dst + i * A_ROWS_PER_COPY * A_C * 16, p.a_src + i * p.a_step);
+#pragma unroll
+    for (int i = 0; i < B_ROWS * B_C / THREADS; ++i)
+        cp_async_16(base + p.b_dst + i * B_ROWS_PER_COPY * B_C * 16, p.b_src + i * p.b_step);
+    p.a_src += BK;
+    p.b_src += p.b_next;
+}
+static_assert((BM * A_C) % THREADS == 0 && (B_ROWS * B_C) % THREADS == 0, "copy split");
+
+// ldmatrix the A and B fragments of k-step `ks` of the shared tile at `base`.
+__device__ __forceinline__ void load_fragments(u32 (&af)[MT][4], u32 (&bf)[NT / 2][4], u32 base,
+                                               int ks, const u32* a_off, const u32* b_off) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) ldsm_x4(af[i], base + a_off[ks] + i * 16 * A_C * 16);
+#pragma unroll
+    for (int j = 0; j < NT / 2; ++j) {
+#if GEMM_B_COL
+        ldsm_x4(bf[j], base + b_off[ks] + j * 16 * B_C * 16);
+#else
+        ldsm_x4_trans(bf[j], base + b_off[j] + ks * 16 * B_C * 16);
+#endif
+    }
+}
+
+}  // namespace gemm
+
+extern "C" __global__ void __launch_bounds__(gemm::THREADS, GEMM_MIN_BLOCKS)
+gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
+         void* __restrict__ C, int M, int N, int K) {
+    using namespace gemm;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const u32 smem = smem_addr(smem_raw);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+
+    // Block -> (tile row, tile column), GEMM_GROUP_M tile rows at a time so that blocks running
+    // together share A and B panels in L2.
+    const int tiles_m = M / BM, tiles_n = N / BN;
+    const int per_group = GEMM_GROUP_M * tiles_n;
+    const int group = blockIdx.x / per_group, first_m = group * GEMM_GROUP_M;
+    const int gsize = tiles_m - first_m < GEMM_GROUP_M ? tiles_m - first_m : GEMM_GROUP_M;
+    const int in_group = blockIdx.x % per_group;
+    const int m0 = (first_m + in_group % gsize) * BM, n0 = (in_group / gsize) * BN;
+
+    // Per-lane ldmatrix offsets (bytes inside a stage). The swizzle depends only on row bits that
+    // the tile loops below do not change, so it is folded here once.
+    u32 a_off[KS];
+    {
+        const int row = wm * WTM + (lane & 15);
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) a_off[ks] = tile_offset<A_C>(row, 2 * ks + (lane >> 4));
+    }
+#if GEMM_B_COL
+    u32 b_off[KS];
+    {
+        const int row = wn * WTN + (lane & 7) + 8 * (lane >> 4);
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+            b_off[ks] = A_BYTES + tile_offset<B_C>(row, 2 * ks + ((lane >> 3) & 1));
+    }
+#else
+    u32 b_off[NT / 2];
+    {
+        const int row = (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j)
+            b_off[j] = A_BYTES + tile_offset<B_C>(row, wn * (WTN / 8) + 2 * j + (lane >> 4));
+    }
+#endif
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+    const int KT = K / BK;
+    CopyPlan plan = make_copy_plan(A, B, m0, n0, N, K, tid);
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(smem, s, plan);
+        cp_async_commit();
+    }
+
+    int read_stage = 0, write_stage = STAGES - 1;
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        block_sync();  // tile kt is in shared memory, and every warp is done with tile kt-1
+        if (kt + STAGES - 1 < KT) load_stage(smem, write_stage, plan);
+        cp_async_commit();
+
+        const u32 base = smem + read_stage * STAGE_BYTES;
+#if GEMM_FRAG_PIPE
+        // Fragments of k-step ks+1 are loaded while the mma of k-step ks run (two register sets).
+        u32 af[2][MT][4], bf[2][NT / 2][4];
+        load_fragments(af[0], bf[0], base, 0, a_off, b_off);
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            if (ks + 1 < KS) load_fragments(af[(ks + 1) % 2], bf[(ks + 1) % 2], base, ks + 1, a_off, b_off);
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+                    mma_f16_f32(acc[i][j], af[ks % 2][i], bf[ks % 2][j / 2][2 * (j % 2)],
+                                bf[ks % 2][j / 2][2 * (j % 2) + 1]);
+        }
+#else
+        // One register set; ptxas schedules the ldmatrix of a k-step among earlier mma.
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            u32 af[MT][4], bf[NT / 2][4];
+            load_fragments(af, bf, base, ks, a_off, b_off);
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+                    mma_f16_f32(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+        }
+#endif
+        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+    }
+
+    // ---- epilogue: registers -> stmatrix -> per-warp staging tile -> 16-byte stores ----------
+    cp_async_wait<0>();
+    block_sync();  // the ring is free: every warp has finished its last ldmatrix
+    const int row0 = m0 + wm * WTM, col0 = n0 + wn * WTN;
+#if GEMM_OUT_F32
+    // f32 results go through stmatrix as pairs of b16: one m8n8 matrix holds 8 rows x 4 floats.
+    // Register c0 (columns 2t) of a quad fills the "even" matrix, c1 the "odd" one; a staged row
+    // of an n8 tile is [even 16 B | odd 16 B] and the read-back interleaves them again.
+    constexpr int EC = WTN / 4;  // 16-byte chunks per staged row (16 rows per slab)
+    const u32 stage_w = smem + warp * 16 * WTN * 4;
+    float* Cf = reinterpret_cast<float*>(C);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            const u32 r[4] = {float_bits(acc[i][j][0]), float_bits(acc[i][j][1]),
+                              float_bits(acc[i][j][2]), float_bits(acc[i][j][3])};
+            const int row = (lane & 7) + 8 * (lane >> 4), chunk = 2 * j + ((lane >> 3) & 1);
+            stsm_x4(stage_w + tile_offset<EC>(row, chunk), r);
+        }
+        warp_sync();
+#pragma unroll
+        for (int it = 0; it < 16 * NT * 2 / 32; ++it) {
+            const int q = it * 32 + lane, row = q / (2 * NT), j = (q % (2 * NT)) / 2, h = q % 2;
+            u32 e0, e1, o0, o1;
+            ld_shared_v2(e0, e1, stage_w + tile_offset<EC>(row, 2 * j) + 8 * h);
+            ld_shared_v2(o0, o1, stage_w + tile_offset<EC>(row, 2 * j + 1) + 8 * h);
+            const u32 v[4] = {e0, o0, e1, o1};
+            st_global_v4(Cf + (u64)(row0 + 16 * i + row) * N + col0 + 8 * j + 4 * h, v);
+        }
+        warp_sync();
+    }
+#else
+    constexpr int EC = WTN / 8;  // 16-byte chunks per staged row of f16
+    const u32 stage_w = smem + warp * WTM * WTN * 2;
+    unsigned short* Ch = reinterpret_cast<unsigned short*>(C);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int jj = 0; jj < NT / 2; ++jj) {
+            const u32 r[4] = {pack_f16x2(acc[i][2 * jj][0], acc[i][2 * jj][1]),
+                              pack_f16x2(acc[i][2 * jj][2], acc[i][2 * jj][3]),
+                              pack_f16x2(acc[i][2 * jj + 1][0], acc[i][2 * jj + 1][1]),
+                              pack_f16x2(acc[i][2 * jj + 1][2], acc[i][2 * jj + 1][3])};
+            const int row = 16 * i + (lane & 15), chunk = 2 * jj + (lane >> 4);
+            stsm_x4(stage_w + tile_offset<EC>(row, chunk), r);
+        }
+    }
+    warp_sync();
+#pragma unroll
+    for (int it = 0; it < WTM * EC / 32; ++it) {
+        const int q = it * 32 + lane, row = q / EC, ch = q % EC;
+        u32 v[4];
+        ld_shared_v4(v, stage_w + tile_offset<EC>(row, ch));
+        st_global_v4(Ch + (u64)(row0 + row) * N + col0 + ch * 8, v);
+    }
+#endif
+}

@@ -1,0 +1,97 @@
+"""Small correctness cases of the capstone kernels, runnable on either backend.
+
+The same ``kernels/capstone/*.cu`` files as the benchmark, in configurations a CPU interpreter
+runs in seconds (one or a few 64x64 GEMM tiles of 128 threads; 32x32 transpose tiles), with
+random inputs and a poisoned output. :func:`reference_output` gives what each case must produce.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends import KernelCase
+from .kernels import GEMM_SMALL, TRANSPOSE_SMALL, GemmConfig, TransposeConfig
+
+#: Bits written into every output element before a launch; a kernel that skips one is caught.
+POISON_F16 = 0x7E00        # fp16 NaN
+POISON_F32 = 0x7FC00000    # fp32 NaN
+
+
+def _fp16_bits(rng: np.random.Generator, shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float16).view(np.uint16)
+
+
+def gemm_case(rng: np.random.Generator, cfg: GemmConfig, m: int, n: int, k: int) -> KernelCase:
+    cfg.check_shape(m, n, k)
+    a = _fp16_bits(rng, (m, k))
+    b = _fp16_bits(rng, (n, k) if cfg.b_col else (k, n))
+    c = (np.full((m, n), POISON_F32, dtype=np.uint32) if cfg.out_f32
+         else np.full((m, n), POISON_F16, dtype=np.uint16))
+    return KernelCase(name=f"capstone GEMM {m}x{n}x{k} {cfg.label} ({cfg.variant})",
+                      source=cfg.source(), kernel=cfg.kernel_name, grid=cfg.grid(m, n),
+                      block=(cfg.threads,), args=[a, b, c, np.int32(m), np.int32(n), np.int32(k)],
+                      shared_mem=cfg.smem_bytes, compare=(2,))
+
+
+def transpose_case(rng: np.random.Generator, cfg: TransposeConfig, rows: int,
+                   cols: int) -> KernelCase:
+    cfg.check_shape(rows, cols)
+    src = rng.integers(0, 1 << 16, (rows, cols), dtype=np.uint16)
+    dst = np.full((cols, rows), 0xFFFF, dtype=np.uint16)
+    return KernelCase(name=f"capstone transpose {rows}x{cols} {cfg.label}", source=cfg.source(),
+                      kernel=cfg.kernel_name, grid=cfg.grid(rows, cols), block=(cfg.threads,),
+                      args=[src, dst, np.int32(rows), np.int32(cols)],
+                      shared_mem=cfg.smem_bytes, compare=(1,))
+
+
+def kernel_cases(rng: np.random.Generator, small: bool = True) -> list[KernelCase]:
+    """One case per capstone kernel variant (GEMM: B row/column-major x f16/f32 out;
+    transpose: ldmatrix.trans and movmatrix). ``small``: one GEMM tile and two k-tiles;
+    otherwise a 2x2 grid of tiles and four k-tiles."""
+    m = n = 64 if small else 128
+    k = 64 if small else 128
+    cases = []
+    for b_col in (False, True):
+        for out_f32 in (False, True):
+            cfg = GemmConfig(**{**GEMM_SMALL.as_dict(), "b_col": b_col, "out_f32": out_f32})
+            cases.append(gemm_case(rng, cfg, m, n, k))
+    rows, cols = (64, 32) if small else (96, 64)
+    for movmatrix in (False, True):
+        cfg = TransposeConfig(**{**TRANSPOSE_SMALL.as_dict(), "movmatrix": movmatrix})
+        cases.append(transpose_case(rng, cfg, rows, cols))
+    return cases
+
+
+def reference_output(case: KernelCase) -> np.ndarray:
+    """What the compared output of ``case`` must hold: ``A @ B`` in float64 (then compared
+    with a tolerance, see :func:`check_output`) or the exact transpose."""
+    if case.kernel == TransposeConfig.kernel_name:
+        return case.args[0].T.copy()
+    a = case.args[0].view(np.float16).astype(np.float64)
+    b = case.args[1].view(np.float16).astype(np.float64)
+    if "B col-major" in case.name:
+        b = b.T
+    return a @ b
+
+
+def check_output(case: KernelCase, got: np.ndarray) -> str | None:
+    """``None`` if ``got`` is right for ``case``, else a message naming the first bad element."""
+    ref = reference_output(case)
+    if case.kernel == TransposeConfig.kernel_name:
+        bad = np.argwhere(got != ref)
+        if len(bad):
+            r, c = bad[0]
+            return (f"{case.name}: {len(bad)} wrong elements; out[{r},{c}] expected "
+                    f"0x{int(ref[r, c]):04x}, got 0x{int(got[r, c]):04x}")
+        return None
+    vals = (got.view(np.float32) if got.dtype == np.uint32 else got.view(np.float16))
+    vals = vals.astype(np.float64)
+    if not np.isfinite(vals).all():
+        r, c = np.argwhere(~np.isfinite(vals))[0]
+        return f"{case.name}: C[{r},{c}] is {vals[r, c]} (never written, or overflow)"
+    tol = 1e-3 if got.dtype == np.uint32 else 1e-2
+    err = np.linalg.norm(vals - ref) / np.linalg.norm(ref)
+    if err > tol:
+        r, c = np.unravel_index(np.argmax(np.abs(vals - ref)), ref.shape)
+        return (f"{case.name}: relative error {err:.2e} > {tol}; worst C[{r},{c}] expected "
+                f"{ref[r, c]:.4f}, got {vals[r, c]:.4f}")
+    return None

@@ -1,0 +1,231 @@
+"""GPU measurements of the capstone kernels and of the ceilings they are compared with.
+
+Every function here needs CuPy and a GPU; each returns plain dicts ready for the JSON report.
+Correctness is checked on fresh random data before anything is timed, with the output poisoned
+(NaN / 0xFFFF) first so an element the kernel never writes cannot pass.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .. import sources
+from .kernels import DEFAULT_SMEM_LIMIT, GemmConfig, TransposeConfig, mma_peak_source
+from .timing import time_gpu
+
+#: Relative Frobenius error accepted for fp16 output (fp16 rounding of the result dominates).
+GEMM_TOL_F16 = 1e-2
+#: For fp32 output only the fp32 accumulation order differs from the reference.
+GEMM_TOL_F32 = 1e-3
+
+
+def _cp():
+    import cupy as cp
+    return cp
+
+
+@lru_cache(maxsize=None)
+def compile_kernel(source: str, name: str):
+    """A CuPy RawKernel for ``name`` in ``source`` (NVRTC, ``kernels/`` on the include path)."""
+    cp = _cp()
+    module = cp.RawModule(code=source, options=("-std=c++17", *sources.include_options()))
+    return module.get_function(name)
+
+
+_raised: dict[int, int] = {}
+
+
+def _launch(kernel, grid, block, args, smem: int) -> None:
+    """Launch with ``smem`` bytes of dynamic shared memory, raising the limit once if needed."""
+    if smem > DEFAULT_SMEM_LIMIT and _raised.get(id(kernel), 0) < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+        _raised[id(kernel)] = smem
+    kernel(grid, block, args, shared_mem=smem)
+
+
+def device_info() -> dict:
+    cp = _cp()
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return {"name": name, "sm": f"sm_{props['major']}{props['minor']}",
+            "multiprocessors": int(props["multiProcessorCount"]),
+            "l2_bytes": int(props.get("l2CacheSize", 0)),
+            "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+            "cuda_driver": cp.cuda.runtime.driverGetVersion()}
+
+
+def _rel_error(got, ref) -> float:
+    cp = _cp()
+    got = got.astype(cp.float64)
+    ref = ref.astype(cp.float64)
+    if not bool(cp.isfinite(got).all()):
+        return float("inf")
+    return float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
+
+
+# ---------------------------------------------------------------------------------------------
+# GEMM and its ceilings
+# ---------------------------------------------------------------------------------------------
+
+def _gemm_operands(cp, m: int, n: int, k: int, b_col: bool, seed: int):
+    rs = cp.random.RandomState(seed)
+    a = rs.standard_normal((m, k), dtype=cp.float32).astype(cp.float16)
+    b = rs.standard_normal((n, k) if b_col else (k, n), dtype=cp.float32).astype(cp.float16)
+    return a, b
+
+
+def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0,
+             time_it: bool = True) -> dict:
+    """Check one GEMM configuration against cuBLAS at ``m x n x k``, then time it."""
+    cp = _cp()
+    cfg.check_shape(m, n, k)
+    kern = compile_kernel(cfg.source(), cfg.kernel_name)
+    out_dtype = cp.float32 if cfg.out_f32 else cp.float16
+    bufs = []
+    for s in range(sets):
+        a, b = _gemm_operands(cp, m, n, k, cfg.b_col, seed + s)
+        bufs.append((a, b, cp.empty((m, n), dtype=out_dtype)))
+
+    def call(i: int) -> None:
+        a, b, c = bufs[i]
+        _launch(kern, cfg.grid(m, n), (cfg.threads,), (a, b, c, np.int32(m), np.int32(n),
+                                                        np.int32(k)), cfg.smem_bytes)
+
+    a, b, c = bufs[0]
+    c.fill(cp.nan)
+    call(0)
+    cp.cuda.Device().synchronize()
+    b_kn = b.T if cfg.b_col else b
+    ref32 = cp.matmul(a.astype(cp.float32), b_kn.astype(cp.float32))
+    rec = {"kernel": "gemm", "config": cfg.label, "variant": cfg.variant, "m": m, "n": n, "k": k,
+           "params": cfg.as_dict(), "smem_bytes": cfg.smem_bytes,
+           "rel_error_vs_fp32": _rel_error(c, ref32)}
+    if not cfg.out_f32:
+        rec["rel_error_vs_cublas_f16"] = _rel_error(c, cp.matmul(a, b_kn))
+    tol = GEMM_TOL_F32 if cfg.out_f32 else GEMM_TOL_F16
+    rec["tolerance"] = tol
+    rec["correct"] = rec["rel_error_vs_fp32"] <= tol
+    del ref32
+    if time_it:
+        t = time_gpu(call, sets=sets)
+        rec.update(t.as_dict())
+        rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
+    return rec
+
+
+def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int = 3) -> dict:
+    """cuBLAS through ``cupy.matmul`` on fp16 operands (fp16 out), same rotation as ours."""
+    cp = _cp()
+    bufs = []
+    for s in range(sets):
+        a, b = _gemm_operands(cp, m, n, k, b_col, 100 + s)
+        bufs.append((a, b.T if b_col else b, cp.empty((m, n), dtype=cp.float16)))
+
+    def call(i: int) -> None:
+        a, b, c = bufs[i]
+        cp.matmul(a, b, out=c)
+
+    t = time_gpu(call, sets=sets)
+    rec = {"kernel": "cublas", "variant": f"cupy.matmul fp16, B {'col' if b_col else 'row'}-major",
+           "m": m, "n": n, "k": k, **t.as_dict()}
+    rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
+    return rec
+
+
+def mma_peak_run(chains_options=(4, 8, 12), threads_options=(128, 256),
+                 blocks_per_sm_options=(2, 4, 8)) -> dict:
+    """Register-only mma.sync.m16n8k16 f16->f32 rate: the best over a few launch shapes."""
+    cp = _cp()
+    sms = device_info()["multiprocessors"]
+    seed = cp.asarray(np.random.default_rng(7).integers(0x3000, 0x3C00, 192, dtype=np.uint32)
+                      * np.uint32(0x10001))   # small positive f16 pairs
+    trials = []
+    for chains in chains_options:
+        kern = compile_kernel(mma_peak_source(chains), "mma_peak")
+        for threads in threads_options:
+            for per_sm in blocks_per_sm_options:
+                blocks = sms * per_sm
+                out = cp.empty(blocks * threads, dtype=cp.float32)
+                iters = 4096
+
+                def call(_: int, kern=kern, blocks=blocks, threads=threads, out=out,
+                         iters=iters) -> None:
+                    kern((blocks,), (threads,), (seed, out, np.int32(iters)))
+
+                t = time_gpu(call, min_reps=10, target_ms=150.0)
+                flops = blocks * (threads // 32) * iters * chains * 2 * 16 * 8 * 16
+                trials.append({"chains": chains, "threads": threads, "blocks": blocks,
+                               "iters": iters, **t.as_dict(),
+                               "tflops": flops / (t.median_ms * 1e-3) / 1e12})
+    best = max(trials, key=lambda r: r["tflops"])
+    return {"kernel": "mma_peak", "tflops": best["tflops"], "best": best, "trials": trials}
+
+
+# ---------------------------------------------------------------------------------------------
+# Transpose and its ceilings
+# ---------------------------------------------------------------------------------------------
+
+def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int = 2,
+                  time_it: bool = True) -> dict:
+    """Check one transpose configuration bit for bit against ``a.T``, then time it."""
+    cp = _cp()
+    cfg.check_shape(rows, cols)
+    kern = compile_kernel(cfg.source(), cfg.kernel_name)
+    bufs = []
+    for s in range(sets):
+        a = cp.random.RandomState(200 + s).randint(0, 1 << 16, (rows, cols), dtype=cp.int32)
+        bufs.append((a.astype(cp.uint16), cp.empty((cols, rows), dtype=cp.uint16)))
+        del a
+
+    def call(i: int) -> None:
+        src, dst = bufs[i]
+        _launch(kern, cfg.grid(rows, cols), (cfg.threads,),
+                (src, dst, np.int32(rows), np.int32(cols)), cfg.smem_bytes)
+
+    src, dst = bufs[0]
+    dst.fill(0xFFFF)
+    call(0)
+    cp.cuda.Device().synchronize()
+    mismatches = int((dst != src.T).sum())
+    rec = {"kernel": "transpose", "config": cfg.label, "rows": rows, "cols": cols,
+           "params": cfg.as_dict(), "mismatches": mismatches, "correct": mismatches == 0}
+    if time_it:
+        t = time_gpu(call, sets=sets)
+        rec.update(t.as_dict())
+        rec["tbps"] = 2 * rows * cols * 2 / (t.median_ms * 1e-3) / 1e12
+    return rec
+
+
+def copy_run(nbytes: int, *, sets: int = 2) -> dict:
+    """Device-to-device cudaMemcpy bandwidth, bytes read + written."""
+    cp = _cp()
+    rt = cp.cuda.runtime
+    bufs = [(cp.ones(nbytes // 4, dtype=cp.uint32), cp.empty(nbytes // 4, dtype=cp.uint32))
+            for _ in range(sets)]
+
+    def call(i: int) -> None:
+        src, dst = bufs[i]
+        rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, rt.memcpyDeviceToDevice,
+                       cp.cuda.get_current_stream().ptr)
+
+    t = time_gpu(call, sets=sets)
+    return {"kernel": "d2d_copy", "bytes": nbytes, **t.as_dict(),
+            "tbps": 2 * nbytes / (t.median_ms * 1e-3) / 1e12}
+
+
+def cupy_transpose_run(rows: int, cols: int, *, sets: int = 2) -> dict:
+    """``cupy.ascontiguousarray(a.T)`` on fp16, bytes read + written."""
+    cp = _cp()
+    bufs = [cp.random.RandomState(300 + s).standard_normal((rows, cols), dtype=cp.float32)
+            .astype(cp.float16) for s in range(sets)]
+    outs = []
+
+    def call(i: int) -> None:
+        outs.append(cp.ascontiguousarray(bufs[i].T))
+        if len(outs) > 2:
+            outs.pop(0)
+
+    t = time_gpu(call, sets=sets)
+    return {"kernel": "cupy_transpose", "rows": rows, "cols": cols, **t.as_dict(),
+            "tbps": 2 * rows * cols * 2 / (t.median_ms * 1e-3) / 1e12}
