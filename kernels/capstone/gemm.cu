@@ -40,8 +40,11 @@
 #ifndef GEMM_GROUP_M
 #define GEMM_GROUP_M 8
 #endif
-#ifndef GEMM_FRAG_PIPE
-#define GEMM_FRAG_PIPE 0
+#ifndef GEMM_MAINLOOP
+#define GEMM_MAINLOOP 2
+#endif
+#ifndef GEMM_SPLIT_COPIES
+#define GEMM_SPLIT_COPIES 0
 #endif
 #ifndef GEMM_MIN_BLOCKS
 #define GEMM_MIN_BLOCKS 1
@@ -140,6 +143,28 @@ __device__ __forceinline__ void load_stage(u32 smem, int stage, CopyPlan& p) {
 }
 static_assert((BM * A_C) % THREADS == 0 && (B_ROWS * B_C) % THREADS == 0, "copy split");
 
+// The same copies as load_stage, split into `parts` groups of about equal size: part `p` issues
+// its share (no commit, no advance). Spreading them over the k-steps of a tile lets the copies
+// and their address arithmetic issue in the gaps between mma.sync instead of all at once.
+constexpr int A_COPIES = BM * A_C / THREADS, B_COPIES = B_ROWS * B_C / THREADS;
+template <int PARTS>
+__device__ __forceinline__ void load_stage_part(u32 smem, int stage, const CopyPlan& p, int part) {
+    const u32 base = smem + stage * STAGE_BYTES;
+#pragma unroll
+    for (int c = 0; c < A_COPIES + B_COPIES; ++c) {
+        if (c * PARTS / (A_COPIES + B_COPIES) != part) continue;
+        if (c < A_COPIES)
+            cp_async_16(base + p.a_dst + c * A_ROWS_PER_COPY * A_C * 16, p.a_src + c * p.a_step);
+        else
+            cp_async_16(base + p.b_dst + (c - A_COPIES) * B_ROWS_PER_COPY * B_C * 16,
+                        p.b_src + (c - A_COPIES) * p.b_step);
+    }
+}
+__device__ __forceinline__ void advance_plan(CopyPlan& p) {
+    p.a_src += BK;
+    p.b_src += p.b_next;
+}
+
 // ldmatrix the A and B fragments of k-step `ks` of the shared tile at `base`.
 __device__ __forceinline__ void load_fragments(u32 (&af)[MT][4], u32 (&bf)[NT / 2][4], u32 base,
                                                int ks, const u32* a_off, const u32* b_off) {
@@ -217,6 +242,59 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
         cp_async_commit();
     }
 
+#if GEMM_MAINLOOP == 2
+    // Main loop with the barrier inside the tile: the fragments of k-step ks+1 are loaded while
+    // the mma of k-step ks run (two register sets), and that includes the step across the tile
+    // boundary. Before the mma of the last k-step of tile kt, whose fragments are already in
+    // registers, the block waits for tile kt+1 and synchronises once; then every warp starts the
+    // ldmatrix of tile kt+1 and issues the last k-step's mma while those loads are in flight, so
+    // neither the barrier nor the ldmatrix latency leaves the tensor pipe idle. The barrier also
+    // tells every warp that all ldmatrix of tile kt are done, so tile kt's ring slot is refilled
+    // (with tile kt+STAGES) right after it, spread over the k-steps of the next tile.
+    static_assert(KS % 2 == 0, "the fragment set alternates per k-step across tiles");
+    cp_async_wait<STAGES - 2>();
+    block_sync();  // tile 0 is in shared memory
+    u32 af[2][MT][4], bf[2][NT / 2][4];
+    int read_stage = 0, write_stage = STAGES - 1;
+    u32 base = smem;
+    load_fragments(af[0], bf[0], base, 0, a_off, b_off);
+    for (int kt = 0; kt < KT; ++kt) {
+        const bool refill = kt + STAGES - 1 < KT;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            if (ks == KS - 1) {
+                cp_async_wait<STAGES - 2>();
+                block_sync();  // tile kt+1 has landed; every warp is done reading tile kt
+                read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+                base = smem + read_stage * STAGE_BYTES;
+            }
+            if (ks < KS - 1 || kt + 1 < KT)
+                load_fragments(af[(ks + 1) % 2], bf[(ks + 1) % 2], base, (ks + 1) % KS, a_off,
+                               b_off);
+#if GEMM_SPLIT_COPIES
+            if (ks < KS - 1) {
+                if (refill) load_stage_part<KS - 1>(smem, write_stage, plan, ks);
+                if (ks == KS - 2) {
+                    cp_async_commit();
+                    advance_plan(plan);
+                }
+            }
+#else
+            if (ks == 0) {
+                if (refill) load_stage(smem, write_stage, plan);
+                cp_async_commit();
+            }
+#endif
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+                    mma_f16_f32(acc[i][j], af[ks % 2][i], bf[ks % 2][j / 2][2 * (j % 2)],
+                                bf[ks % 2][j / 2][2 * (j % 2) + 1]);
+        }
+        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+    }
+#else
     int read_stage = 0, write_stage = STAGES - 1;
     for (int kt = 0; kt < KT; ++kt) {
         cp_async_wait<STAGES - 2>();
@@ -225,7 +303,7 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
         cp_async_commit();
 
         const u32 base = smem + read_stage * STAGE_BYTES;
-#if GEMM_FRAG_PIPE
+#if GEMM_MAINLOOP == 1
         // Fragments of k-step ks+1 are loaded while the mma of k-step ks run (two register sets).
         u32 af[2][MT][4], bf[2][NT / 2][4];
         load_fragments(af[0], bf[0], base, 0, a_off, b_off);
@@ -255,6 +333,8 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
         read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
         write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
     }
+
+#endif
 
     // ---- epilogue: registers -> stmatrix -> per-warp staging tile -> 16-byte stores ----------
     cp_async_wait<0>();

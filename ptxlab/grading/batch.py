@@ -1,0 +1,299 @@
+"""Autograde every collected submission of an assignment with parallel workers, resumably.
+
+Each worker (:mod:`ptxlab.grading.worker`) is a process that imports nbgrader once and grades
+one student at a time; the learner's code runs in a sandboxed kernel below it. This module hands
+students to workers, enforces a wall-clock limit per submission (a worker past it is killed with
+everything below it, and replaced), and appends every finished student to a ledger
+(``<course>/grading/<assignment>/ledger.jsonl``) only after nbgrader has committed the grades.
+A rerun skips the students in the ledger whose submission has not changed, so an interrupted
+batch continues where it stopped and loses nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, TextIO
+
+from .outcome import StudentOutcome
+
+__all__ = ["BatchOptions", "BatchResult", "Ledger", "discover_submissions", "grade_batch",
+           "default_workers", "Progress"]
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class BatchOptions:
+    course_root: Path
+    assignment: str
+    workers: int = field(default_factory=default_workers)
+    force: bool = False                 # regrade students already in the ledger
+    retry_failed: bool = False          # regrade students whose last attempt timed out/crashed
+    submission_timeout_s: float = 1800.0
+    grading_config: Path | None = None
+    students: list[str] | None = None   # only these (default: every collected submission)
+    progress: TextIO | None = None      # where the progress bar goes (None: nowhere)
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.course_root) / "grading" / self.assignment
+
+
+@dataclass
+class BatchResult:
+    outcomes: list[StudentOutcome]      # one per collected student, graded now or before
+    graded_now: int
+    skipped: int
+    interrupted: bool
+    wall_s: float
+
+
+class Ledger:
+    """Append-only record of finished students; the last line for a student wins."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def load(self) -> dict[str, StudentOutcome]:
+        done: dict[str, StudentOutcome] = {}
+        if not self.path.exists():
+            return done
+        with open(self.path) as fh:
+            for line in fh:
+                try:
+                    outcome = StudentOutcome.from_json(json.loads(line))
+                except (ValueError, TypeError):
+                    continue            # a line cut short by a crash: that student is regraded
+                done[outcome.student] = outcome
+        return done
+
+    def append(self, outcome: StudentOutcome) -> None:
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(outcome.to_json()) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def discover_submissions(course_root: Path, assignment: str) -> dict[str, str]:
+    """``student -> submission timestamp`` of every collected submission (``submitted/``)."""
+    found: dict[str, str] = {}
+    base = Path(course_root) / "submitted"
+    if not base.is_dir():
+        return found
+    for student_dir in sorted(base.iterdir()):
+        sub = student_dir / assignment
+        if sub.is_dir():
+            ts_file = sub / "timestamp.txt"
+            found[student_dir.name] = ts_file.read_text().strip() if ts_file.exists() else ""
+    return found
+
+
+class Progress:
+    """A one-line progress bar on a terminal; a line every few percent elsewhere."""
+
+    def __init__(self, stream: TextIO | None, total: int):
+        self.stream, self.total, self.done, self.t0 = stream, total, 0, time.monotonic()
+        self._tty = bool(stream and hasattr(stream, "isatty") and stream.isatty())
+        self._last_pct = -1
+
+    def update(self, outcome: StudentOutcome | None, running: int) -> None:
+        if outcome is not None:
+            self.done += 1
+        if not self.stream or not self.total:
+            return
+        pct = int(100 * self.done / self.total)
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        width = 30
+        bar = "#" * int(width * self.done / self.total) + "-" * (width - int(width * self.done / self.total))
+        last = f" last: {outcome.student} {outcome.score:g}/{outcome.max_score:g}" if outcome else ""
+        line = (f"[{bar}] {self.done}/{self.total} {pct:3d}%  {running} running  "
+                f"{elapsed:5.0f}s elapsed, ~{eta:4.0f}s left{last}")
+        if self._tty:
+            self.stream.write("\r" + line[:150].ljust(150))
+        elif pct // 5 != self._last_pct // 5 or self.done == self.total:
+            self.stream.write(line + "\n")
+        self._last_pct = pct
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._tty and self.stream:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _Worker:
+    """One worker process and the student it is grading."""
+
+    def __init__(self, opts: BatchOptions, index: int, log: TextIO):
+        cmd = [sys.executable, "-m", "ptxlab.grading.worker", str(Path(opts.course_root).resolve()),
+               opts.assignment]
+        if opts.grading_config:
+            cmd += ["--grading-config", str(opts.grading_config)]
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(
+            dict.fromkeys([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.index = index
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=log, env=env, text=True, bufsize=1,
+                                     start_new_session=True)
+        self.student: str | None = None
+        self.started = 0.0
+        self.buffer = ""
+
+    def send(self, student: str) -> None:
+        self.student, self.started = student, time.monotonic()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"student": student}) + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+            self.kill()
+
+
+def _record_lost_worker(opts: BatchOptions, student: str, status: str, reason: str,
+                        duration: float, submitted_at: str) -> StudentOutcome:
+    """A submission whose worker was killed or died: zeros in the gradebook, and why."""
+    from nbgrader.api import Gradebook
+
+    from .outcome import read_outcome, record_failure
+    from .worker import load_grading_config
+
+    cfg = load_grading_config(Path(opts.course_root), opts.grading_config)
+    course_id = cfg.CourseDirectory.get("course_id", "default_course")
+    outcome = StudentOutcome(student=student, status=status, reason=reason,
+                             duration_s=round(duration, 3), submitted_at=submitted_at)
+    with Gradebook(cfg.CourseDirectory.db_url, course_id) as gb:
+        record_failure(gb, opts.assignment, student)
+        outcome.score, outcome.max_score, outcome.checks = read_outcome(
+            gb, Path(opts.course_root), opts.assignment, student)
+    return outcome
+
+
+def grade_batch(opts: BatchOptions,
+                on_outcome: Callable[[StudentOutcome], None] | None = None) -> BatchResult:
+    """Grade what is not graded yet; return every student's outcome (old and new)."""
+    t0 = time.monotonic()
+    out_dir = opts.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger(out_dir / "ledger.jsonl")
+    submissions = discover_submissions(opts.course_root, opts.assignment)
+    if opts.students is not None:
+        missing = [s for s in opts.students if s not in submissions]
+        if missing:
+            raise ValueError(f"no collected submission of {opts.assignment!r} for: {', '.join(missing)}")
+        submissions = {s: submissions[s] for s in opts.students}
+    done = ledger.load()
+    todo: list[str] = []
+    for student, stamp in submissions.items():
+        prev = done.get(student)
+        fresh = prev is not None and prev.submitted_at == stamp
+        retry = prev is not None and opts.retry_failed and prev.status in ("timeout", "crashed")
+        if opts.force or not fresh or retry:
+            todo.append(student)
+    skipped = len(submissions) - len(todo)
+    results = {s: done[s] for s in submissions if s in done and s not in todo}
+    progress = Progress(opts.progress, len(todo))
+    n_workers = max(1, min(opts.workers, len(todo)))
+    log = open(out_dir / "workers.log", "a")
+    workers: list[_Worker] = []
+    pending = list(todo)
+    interrupted = False
+    sel = selectors.DefaultSelector()
+
+    finished_now = 0
+
+    def finish(outcome: StudentOutcome) -> None:
+        nonlocal finished_now
+        finished_now += 1
+        ledger.append(outcome)
+        results[outcome.student] = outcome
+        progress.update(outcome, sum(1 for w in workers if w.student))
+        if on_outcome:
+            on_outcome(outcome)
+
+    def start_worker(index: int) -> _Worker:
+        w = _Worker(opts, index, log)
+        sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+        return w
+
+    def replace(w: _Worker) -> None:
+        sel.unregister(w.proc.stdout)
+        w.kill()
+        workers[workers.index(w)] = start_worker(w.index)
+
+    try:
+        workers.extend(start_worker(i) for i in range(n_workers if todo else 0))
+        while pending or any(w.student for w in workers):
+            for w in workers:
+                if w.student is None and pending:
+                    w.send(pending.pop(0))
+            for key, _ in sel.select(timeout=0.5):
+                w: _Worker = key.data
+                line = w.proc.stdout.readline()
+                if not line:                            # the worker died under a submission
+                    student, took = w.student, time.monotonic() - w.started
+                    code = w.proc.poll()
+                    if student is not None:
+                        finish(_record_lost_worker(
+                            opts, student, "crashed",
+                            f"the grading process died (exit status {code}) while grading this "
+                            "submission", took, submissions.get(student, "")))
+                    replace(w)
+                    continue
+                msg = json.loads(line)
+                if msg.get("ready"):
+                    continue
+                w.student = None
+                finish(StudentOutcome.from_json(msg))
+            now = time.monotonic()
+            for w in list(workers):
+                if w.student and now - w.started > opts.submission_timeout_s:
+                    student = w.student
+                    replace(w)
+                    finish(_record_lost_worker(
+                        opts, student, "timeout",
+                        f"grading this submission took longer than {opts.submission_timeout_s:g} s "
+                        "and was stopped", now - w.started, submissions.get(student, "")))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for w in workers:
+            if w.student or interrupted:
+                w.kill()
+            else:
+                w.close()
+        sel.close()
+        log.close()
+        progress.close()
+    ordered = [results[s] for s in submissions if s in results]
+    return BatchResult(ordered, graded_now=finished_now, skipped=skipped,
+                       interrupted=interrupted, wall_s=time.monotonic() - t0)

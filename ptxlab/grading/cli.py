@@ -1,0 +1,74 @@
+"""``ptxlab grade ASSIGNMENT``: autograde every collected submission, in parallel, resumably.
+
+Run it in the course root (or pass ``--course``). It grades what is not graded yet with
+``--workers`` processes (default: the cores available), shows a progress bar, and writes
+``grading/<assignment>/grades.csv``, ``summary.md`` and ``scores.png``. Interrupt it at any time:
+the next run continues where it stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .batch import BatchOptions, default_workers, grade_batch
+from .report import write_csv, write_plot, write_summary
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("assignment", help="assignment id (a folder of source/ and submitted/<student>/)")
+    parser.add_argument("--course", type=Path, default=Path("."),
+                        help="course root holding nbgrader_config.py (default: this folder)")
+    parser.add_argument("--workers", type=int, default=default_workers(),
+                        help=f"parallel grading processes (default: the cores available, {default_workers()})")
+    parser.add_argument("--student", action="append", dest="students", metavar="ID",
+                        help="grade only this student (repeatable)")
+    parser.add_argument("--force", action="store_true",
+                        help="regrade students that are already graded")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="regrade students whose last attempt timed out or crashed")
+    parser.add_argument("--submission-timeout", type=float, default=1800.0, metavar="SECONDS",
+                        help="wall-clock limit of one submission (default 1800)")
+    parser.add_argument("--grading-config", type=Path, default=None,
+                        help="grading settings loaded before the course's nbgrader_config.py "
+                             "(default: autograder/nbgrader_config.py)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    course = args.course.resolve()
+    if not (course / "nbgrader_config.py").exists() and not (course / "source").is_dir():
+        print(f"{course} does not look like an nbgrader course root (no nbgrader_config.py, "
+              "no source/); pass --course", file=sys.stderr)
+        return 2
+    if args.workers < 1:
+        print(f"--workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return 2
+    opts = BatchOptions(course_root=course, assignment=args.assignment, workers=args.workers,
+                        force=args.force, retry_failed=args.retry_failed,
+                        submission_timeout_s=args.submission_timeout,
+                        grading_config=args.grading_config, students=args.students,
+                        progress=None if args.quiet else sys.stderr)
+    try:
+        result = grade_batch(opts)
+    except ValueError as exc:
+        print(f"ptxlab grade: {exc}", file=sys.stderr)
+        return 2
+    if not result.outcomes:
+        print(f"no collected submissions of {args.assignment!r} under {course / 'submitted'} "
+              "(run 'nbgrader collect' first)", file=sys.stderr)
+        return 1
+    out = opts.out_dir
+    csv_path = write_csv(result.outcomes, out / "grades.csv")
+    plot = write_plot(result.outcomes, out / "scores.png", f"{args.assignment}: scores")
+    summary = write_summary(result.outcomes, out / "summary.md", assignment=args.assignment,
+                            wall_s=result.wall_s, workers=opts.workers, plot=plot)
+    print(f"graded {result.graded_now} now, {result.skipped} already graded; "
+          f"{len(result.outcomes)} students in {csv_path} and {summary}"
+          + (f" ({plot.name})" if plot else ""))
+    if result.interrupted:
+        print("interrupted: run the same command again to grade the rest", file=sys.stderr)
+        return 130
+    return 0

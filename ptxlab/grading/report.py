@@ -1,0 +1,121 @@
+"""The instructor's view of a graded batch: a per-student CSV and a summary with a histogram.
+
+``grades.csv`` has one row per student (score, status, the checks lost and why);
+``summary.md`` gives the score distribution, the checks that failed most often with a typical
+reason, and the submissions nbgrader could not grade; ``scores.png`` plots the distribution
+when matplotlib is installed.
+"""
+from __future__ import annotations
+
+import csv
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+from .outcome import StudentOutcome
+
+__all__ = ["write_csv", "write_summary", "write_plot", "score_histogram", "CSV_COLUMNS"]
+
+CSV_COLUMNS = ["student", "status", "score", "max_score", "percent", "failed_checks", "reason",
+               "duration_s", "submitted_at"]
+
+
+def _percent(o: StudentOutcome) -> float:
+    return 100.0 * o.score / o.max_score if o.max_score else 0.0
+
+
+def write_csv(outcomes: Sequence[StudentOutcome], path: Path) -> Path:
+    """One row per student, sorted by student id."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for o in sorted(outcomes, key=lambda o: o.student):
+            w.writerow({
+                "student": o.student, "status": o.status, "score": f"{o.score:g}",
+                "max_score": f"{o.max_score:g}", "percent": f"{_percent(o):.1f}",
+                "failed_checks": ";".join(c.grade_id for c in o.checks if not c.passed),
+                "reason": o.reason, "duration_s": f"{o.duration_s:.2f}",
+                "submitted_at": o.submitted_at,
+            })
+    return path
+
+
+def score_histogram(outcomes: Sequence[StudentOutcome], bins: int = 10) -> list[tuple[str, int]]:
+    """``(label, count)`` per band of percent score: 0-9, 10-19, ..., 90-100."""
+    counts = [0] * bins
+    for o in outcomes:
+        counts[min(bins - 1, int(_percent(o) * bins // 100))] += 1
+    width = 100 // bins
+    return [(f"{i * width}-{(i + 1) * width - 1 if i < bins - 1 else 100}%", n)
+            for i, n in enumerate(counts)]
+
+
+def write_plot(outcomes: Sequence[StudentOutcome], path: Path, title: str) -> Path | None:
+    """``scores.png``: the histogram of percent scores; ``None`` without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
+    ax.hist([_percent(o) for o in outcomes], bins=range(0, 110, 10), color="#4878a8",
+            edgecolor="white")
+    ax.set_xlabel("score (% of the maximum)")
+    ax.set_ylabel("students")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)
+
+
+def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment: str,
+                  wall_s: float | None = None, workers: int | None = None,
+                  plot: Path | None = None) -> Path:
+    """Markdown summary of the batch."""
+    path = Path(path)
+    pct = [_percent(o) for o in outcomes]
+    lines = [f"# Autograding summary: {assignment}", ""]
+    status = Counter(o.status for o in outcomes)
+    lines.append(f"{len(outcomes)} submissions: " + ", ".join(
+        f"{n} {s}" for s, n in sorted(status.items())))
+    if wall_s is not None:
+        lines.append(f"\nGraded in {wall_s:.1f} s" + (f" with {workers} workers." if workers else "."))
+    if pct:
+        lines += ["", "## Scores", "",
+                  f"mean {statistics.mean(pct):.1f}%, median {statistics.median(pct):.1f}%, "
+                  f"full marks {sum(p >= 100 for p in pct)}, zero {sum(p == 0 for p in pct)}", "",
+                  "| score | students | |", "| --- | ---: | --- |"]
+        hist = score_histogram(outcomes)
+        top = max(n for _, n in hist) or 1
+        for label, n in hist:
+            lines.append(f"| {label} | {n} | {'#' * round(20 * n / top)} |")
+        if plot is not None:
+            lines += ["", f"![score distribution]({Path(plot).name})"]
+    failing: Counter = Counter()
+    example: dict[tuple[str, str], str] = {}
+    for o in outcomes:
+        for c in o.checks:
+            if not c.passed:
+                key = (c.notebook, c.grade_id)
+                failing[key] += 1
+                example.setdefault(key, c.reason)
+    if failing:
+        lines += ["", "## Most common failing checks", "",
+                  "| check | failed | a typical reason |", "| --- | ---: | --- |"]
+        for (nb, gid), n in failing.most_common(10):
+            reason = example[(nb, gid)].replace("|", "\\|")
+            lines.append(f"| {nb}/{gid} | {n} | {reason} |")
+    problems = [o for o in outcomes if o.status != "graded"]
+    if problems:
+        lines += ["", "## Submissions nbgrader could not grade (zero, flagged for review)", "",
+                  "| student | status | reason |", "| --- | --- | --- |"]
+        for o in sorted(problems, key=lambda o: o.student):
+            lines.append(f"| {o.student} | {o.status} | {o.reason.replace('|', chr(92) + '|')} |")
+    path.write_text("\n".join(lines) + "\n")
+    return path

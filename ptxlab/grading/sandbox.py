@@ -1,0 +1,205 @@
+"""The grading sandbox: what a learner's notebook kernel may see while it is autograded.
+
+Learner code runs with the grader's account, so without a sandbox it could read the
+instructor's solutions (``source/``), other students' submissions and the exchange, or rewrite
+the gradebook. The sandbox is a bubblewrap (``bwrap``) container started for each kernel:
+
+* a **whitelist** of read-only mounts: the system (``/usr``, ``/etc``, ``/lib*``), the Python
+  installation and the ``ptxlab`` package with its ``kernels/`` -- nothing of the course;
+* one **writable** folder, the submission's working copy (``autograded/<student>/<assignment>``),
+  plus a private folder holding only this kernel's connection file and sockets;
+* fresh ``/tmp``, ``/proc``, ``/dev`` (with the NVIDIA device nodes when ``gpu`` is on), no
+  network (the kernel talks to the grader through Unix sockets), its own user namespace in
+  which it is ``nobody``, and it dies with the grader;
+* any path named as *hidden* (course root, exchange, gradebook) that still falls inside a
+  whitelisted mount is covered with an empty tmpfs (or ``/dev/null`` for a file).
+
+``bwrap`` comes from Debian's ``bubblewrap`` package (``autograder/install-sandbox.sh``) and
+needs no privileges beyond unprivileged user namespaces. ``PTXLAB_BWRAP`` names another binary.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["SandboxPolicy", "SandboxUnavailable", "bwrap_binary", "sandbox_argv",
+           "python_readonly_paths", "KERNEL_LIMITS_ENV"]
+
+#: System folders every kernel needs, mounted read-only when they exist.
+_SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: The user the kernel is inside its namespace (nobody).
+SANDBOX_UID = 65534
+#: Environment variable carrying the kernel's own limits to ``ptxlab.grading.kernel_boot``.
+KERNEL_LIMITS_ENV = "PTXLAB_KERNEL_LIMITS"
+
+
+class SandboxUnavailable(RuntimeError):
+    """No working ``bwrap`` here; the message says how to install it."""
+
+
+@dataclass
+class SandboxPolicy:
+    """What one sandboxed process may see and use."""
+
+    workdir: Path                                  # writable: the submission's working copy
+    private_dir: Path | None = None                # writable: this kernel's connection file
+    hidden: list[Path] = field(default_factory=list)
+    extra_readonly: list[Path] = field(default_factory=list)
+    gpu: bool = True
+    network: bool = False
+
+
+def bwrap_binary() -> str:
+    """Path of a usable ``bwrap``; raises :class:`SandboxUnavailable` with the fix otherwise."""
+    candidate = os.environ.get("PTXLAB_BWRAP") or shutil.which("bwrap")
+    if not candidate or not os.access(candidate, os.X_OK):
+        raise SandboxUnavailable(
+            "the grading sandbox needs bubblewrap ('bwrap'): install it with "
+            "'apt-get install bubblewrap' (or run autograder/install-sandbox.sh), or set "
+            "PTXLAB_BWRAP to its path")
+    return candidate
+
+
+def _package_dirs() -> list[Path]:
+    """The ``ptxlab`` package and the ``kernels/`` folder it compiles from."""
+    here = Path(__file__).resolve().parents[1]
+    dirs = [here]
+    try:
+        from ptxlab import sources
+        dirs.append(Path(sources.kernels_dir()).resolve())
+    except Exception:  # no kernels folder: nothing more to mount
+        pass
+    return dirs
+
+
+def _is_within(path: Path, other: Path) -> bool:
+    """``path`` is ``other`` or lies inside it."""
+    try:
+        path.relative_to(other)
+        return True
+    except ValueError:
+        return False
+
+
+def python_readonly_paths(workdir: Path, hidden: list[Path]) -> list[Path]:
+    """Folders the kernel's Python needs, never one that holds the workdir or a hidden path.
+
+    The interpreter's prefixes and site-packages are mounted whole. Any other ``sys.path`` entry
+    (a checkout on ``PYTHONPATH``, whose ``course/`` may hold solutions) contributes only its
+    importable children: packages and ``.py`` modules.
+    """
+    prefixes = []
+    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        if p and os.path.isdir(p):
+            prefixes.append(Path(p).resolve())
+    exe = Path(sys.executable)
+    candidates: list[Path] = [*prefixes, exe.parent, exe.resolve().parent, *_package_dirs()]
+    children_of: list[Path] = []
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        path = Path(entry).resolve()
+        if any(_is_within(path, pre) for pre in prefixes) or path.name in ("site-packages",
+                                                                           "dist-packages"):
+            candidates.append(path)
+        else:
+            children_of.append(path)
+    guarded = [workdir.resolve(), *(h.resolve() for h in hidden)]
+    out: list[Path] = []
+    for path in candidates:
+        if path == Path("/") or any(_is_within(g, path) for g in guarded):
+            children_of.append(path)
+        else:
+            out.append(path)
+    for folder in children_of:
+        out.extend(_importable_children(folder, guarded))
+    return _dedupe_nested(out)
+
+
+def _importable_children(folder: Path, guarded: list[Path]) -> list[Path]:
+    if folder == Path("/"):
+        return []
+    kids = []
+    for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if any(_is_within(g, child) for g in guarded):
+            continue
+        if (child.is_dir() and (child / "__init__.py").exists()) or child.suffix in (".py", ".pth"):
+            kids.append(child)
+    return kids
+
+
+def _dedupe_nested(paths: list[Path]) -> list[Path]:
+    """Drop duplicates and paths already inside another path of the list."""
+    unique = sorted(set(paths), key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for p in unique:
+        if not any(_is_within(p, k) for k in kept):
+            kept.append(p)
+    return kept
+
+
+def _gpu_device_args() -> list[str]:
+    args: list[str] = []
+    for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
+        args += ["--dev-bind", node, node]
+    return args
+
+
+def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None = None,
+                 env: dict[str, str] | None = None) -> list[str]:
+    """The ``bwrap`` command line that runs ``command`` under ``policy``.
+
+    ``env`` replaces the environment inside (``--clearenv`` then ``--setenv`` each entry).
+    """
+    bwrap = bwrap or bwrap_binary()
+    workdir = policy.workdir.resolve()
+    hidden = [h.resolve() for h in policy.hidden]
+    argv = [bwrap, "--die-with-parent", "--new-session",
+            "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "grading"]
+    if not policy.network:
+        argv.append("--unshare-net")
+    # Fresh /proc, /dev, /tmp first: the mounts below may lie inside them.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    if policy.gpu:
+        argv += _gpu_device_args()
+    readonly: list[Path] = []
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            argv += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            readonly.append(Path(d))
+    readonly += python_readonly_paths(workdir, hidden)
+    readonly += [p.resolve() for p in policy.extra_readonly]
+    for p in _dedupe_nested(readonly):
+        argv += ["--ro-bind", str(p), str(p)]
+    if policy.gpu and os.path.isdir("/sys"):
+        argv += ["--ro-bind", "/sys", "/sys"]
+    # Cover what must stay unseen wherever a mount above exposed it.
+    mounted = _dedupe_nested(readonly)
+    covers: list[Path] = []
+    for h in hidden:
+        if any(_is_within(h, m) for m in mounted) and h.exists():
+            if h.is_dir():
+                argv += ["--tmpfs", str(h)]
+                covers.append(h)
+            else:
+                argv += ["--ro-bind", "/dev/null", str(h)]
+    argv += ["--bind", str(workdir), str(workdir)]
+    if policy.private_dir is not None:
+        pd = policy.private_dir.resolve()
+        argv += ["--bind", str(pd), str(pd)]
+    # The covers are read-only once the writable folders inside them are mounted.
+    for h in covers:
+        argv += ["--remount-ro", str(h)]
+    argv += ["--chdir", str(workdir)]
+    if env is not None:
+        argv.append("--clearenv")
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+    return argv + ["--", *command]

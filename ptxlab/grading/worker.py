@@ -1,0 +1,160 @@
+"""A long-lived grading worker: imports nbgrader once, then autogrades one student per request.
+
+``python -m ptxlab.grading.worker COURSE_ROOT ASSIGNMENT [--grading-config FILE]`` reads JSON
+requests from stdin, one per line (``{"student": "alice"}``), and answers each with one JSON
+line on stdout: a :class:`~ptxlab.grading.outcome.StudentOutcome`. nbgrader's log of each
+student goes to ``<course>/grading/<assignment>/logs/<student>.log``.
+
+Starting nbgrader costs seconds; a worker pays it once for many submissions. The learner's code
+never runs here: nbgrader runs it in a sandboxed notebook kernel (see
+:mod:`ptxlab.grading.execute`), so a worker survives every submission it grades.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .outcome import StudentOutcome, read_outcome, record_failure, short_error
+
+__all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
+
+
+def default_grading_config() -> Path | None:
+    """``autograder/nbgrader_config.py`` of this checkout, or ``$PTXLAB_GRADING_CONFIG``."""
+    env = os.environ.get("PTXLAB_GRADING_CONFIG")
+    if env:
+        return Path(env)
+    candidate = Path(__file__).resolve().parents[2] / "autograder" / "nbgrader_config.py"
+    return candidate if candidate.exists() else None
+
+
+def load_grading_config(course_root: Path, grading_config: Path | None = None):
+    """nbgrader configuration: the grading settings, then the course's own file on top."""
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    course_root = Path(course_root).resolve()
+    cfg = Config()
+    files = [grading_config or default_grading_config(), course_root / "nbgrader_config.py"]
+    for path in files:
+        if path is not None and Path(path).exists():
+            path = Path(path).resolve()
+            cfg.merge(PyFileConfigLoader(path.name, path=str(path.parent)).load_config())
+    cfg.CourseDirectory.root = str(course_root)
+    if "db_url" not in cfg.CourseDirectory:
+        # Workers share one SQLite gradebook: wait for a busy lock instead of failing.
+        cfg.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}?timeout=120"
+    return cfg
+
+
+class SubmissionGrader:
+    """Autogrades single submissions of one assignment through nbgrader's own API."""
+
+    def __init__(self, course_root: Path, assignment: str, grading_config: Path | None = None):
+        from nbgrader.apps.api import NbGraderAPI
+        from nbgrader.coursedir import CourseDirectory
+
+        self.course_root = Path(course_root).resolve()
+        self.assignment = assignment
+        self.config = load_grading_config(self.course_root, grading_config)
+        self.coursedir = CourseDirectory(config=self.config)
+        self.api = NbGraderAPI(coursedir=self.coursedir, config=self.config)
+        self.log_dir = self.course_root / "grading" / assignment / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+    def _submitted_dir(self, student: str) -> Path:
+        return Path(self.coursedir.format_path(self.coursedir.submitted_directory, student,
+                                               self.assignment))
+
+    def submitted_at(self, student: str) -> str:
+        """The submission's ``timestamp.txt`` as written (the ledger compares it verbatim)."""
+        path = self._submitted_dir(student) / "timestamp.txt"
+        return path.read_text().strip() if path.exists() else ""
+
+    def _unreadable_notebooks(self, student: str) -> list[str]:
+        import nbformat
+
+        problems = []
+        for path in sorted(self._submitted_dir(student).glob("*.ipynb")):
+            try:
+                nb = nbformat.read(str(path), as_version=4)
+                nbformat.validate(nb)
+            except Exception as exc:
+                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                problems.append(f"{path.name} is not a valid notebook ({text[:200]})")
+        return problems
+
+    def grade(self, student: str) -> StudentOutcome:
+        from nbgrader.api import Gradebook
+
+        t0 = time.monotonic()
+        unreadable = self._unreadable_notebooks(student)
+        result = self.api.autograde(self.assignment, student, force=True, create=True)
+        log_text = (result.get("log") or "") + ("\n" + result["error"] if result.get("error") else "")
+        (self.log_dir / f"{student}.log").write_text(log_text)
+        outcome = StudentOutcome(student=student, status="graded" if result["success"] else "failed",
+                                 submitted_at=self.submitted_at(student))
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            if not result["success"]:
+                record_failure(gb, self.assignment, student)
+            outcome.score, outcome.max_score, outcome.checks = read_outcome(
+                gb, self.course_root, self.assignment, student,
+                autograded_dir=self.coursedir.autograded_directory)
+        if result["success"]:
+            lost = [c for c in outcome.checks if not c.passed]
+            outcome.reason = ("; ".join(f"{c.grade_id}: {c.reason}" for c in lost)
+                              if lost else "all tests passed")
+        else:
+            outcome.reason = "; ".join(unreadable) or _nbgrader_error(log_text)
+        outcome.duration_s = round(time.monotonic() - t0, 3)
+        return outcome
+
+
+def _nbgrader_error(log_text: str) -> str:
+    """The most telling line of a failed nbgrader run."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    for line in reversed(lines):       # the exception at the end of a traceback
+        if ":" in line and not line.startswith(("File ", "[", "^", "~")):
+            name, _, msg = line.partition(":")
+            if name.replace(".", "").replace("_", "").isalnum():
+                return "nbgrader could not grade it: " + short_error(name.split(".")[-1], msg)
+    errors = [l for l in lines if l.startswith("[ERROR]")]
+    return ("nbgrader could not grade it: " + errors[0][8:200]) if errors else \
+        "nbgrader could not grade it (see the log)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("course_root", type=Path)
+    parser.add_argument("assignment")
+    parser.add_argument("--grading-config", type=Path, default=None)
+    args = parser.parse_args(argv)
+    # Results go to the original stdout; everything else printed here or by the processes
+    # started below (nbgrader, notebook kernels) goes to stderr.
+    results = os.fdopen(os.dup(1), "w", buffering=1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    grader = SubmissionGrader(args.course_root, args.assignment, args.grading_config)
+    results.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        student = request["student"]
+        try:
+            outcome = grader.grade(student)
+        except Exception as exc:  # nbgrader itself failed (database, disk): report, go on
+            outcome = StudentOutcome(student=student, status="failed",
+                                     reason=f"grading failed: {short_error(type(exc).__name__, str(exc))}")
+            print(traceback.format_exc(), file=sys.stderr)
+        results.write(json.dumps(outcome.to_json()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Errors of the PTX toolchain: compiling, reading and running a kernel on the CPU.
+
+Every error that comes from running a kernel says where it happened (block, warp, lane, PTX line
+and, with line info, the CUDA source line), because "your kernel faulted" alone teaches nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class PtxError(Exception):
+    """Base class of everything this package raises on purpose."""
+
+
+class CompileError(PtxError):
+    """The CUDA source did not compile; ``log`` holds the compiler's own message."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message + (("\n" + log.strip()) if log.strip() else ""))
+        self.log = log
+
+
+class CompilerNotFound(PtxError):
+    """No CUDA-to-PTX compiler (NVRTC library or nvcc) could be found on this machine."""
+
+
+class PtxSyntaxError(PtxError):
+    """The PTX text could not be read (names the PTX line)."""
+
+    def __init__(self, message: str, line: int | None = None, text: str = ""):
+        where = f"PTX line {line}: " if line is not None else ""
+        shown = f"\n    {text.strip()}" if text.strip() else ""
+        super().__init__(where + message + shown)
+        self.line = line
+
+
+class LaunchError(PtxError, ValueError):
+    """The launch itself is wrong: unknown kernel, bad grid/block, argument of the wrong kind."""
+
+
+@dataclass
+class Where:
+    """A place in a running kernel: which thread(s) and which line."""
+
+    block: tuple[int, int, int] | None = None
+    warp: int | None = None
+    lanes: tuple[int, ...] = ()
+    ptx_line: int | None = None
+    ptx_text: str = ""
+    source: str = ""          # e.g. "kernel.cu:12 (inlined at kernel.cu:30)"
+    source_text: str = ""     # that source line, when the source is known
+
+    def describe(self) -> str:
+        parts = []
+        if self.block is not None:
+            parts.append("block (" + ", ".join(str(b) for b in self.block) + ")")
+        if self.warp is not None:
+            parts.append(f"warp {self.warp}")
+        if self.lanes:
+            parts.append(_lanes_text(self.lanes))
+        head = ", ".join(parts)
+        lines = [head] if head else []
+        if self.ptx_line is not None:
+            lines.append(f"PTX line {self.ptx_line}: {self.ptx_text.strip()}")
+        if self.source:
+            src = f"CUDA source {self.source}"
+            if self.source_text:
+                src += f": {self.source_text.strip()}"
+            lines.append(src)
+        return "\n  ".join(lines)
+
+
+def _lanes_text(lanes: tuple[int, ...]) -> str:
+    if len(lanes) == 1:
+        return f"lane {lanes[0]}"
+    runs, start, prev = [], lanes[0], lanes[0]
+    for x in lanes[1:] + (None,):
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return "lanes " + ",".join(runs)
+
+
+class KernelFault(PtxError):
+    """The kernel did something the GPU would fault on or leave undefined.
+
+    Attributes ``block``, ``warp``, ``lane`` (the first lane concerned), ``lanes``, ``ptx_line``
+    and ``source_line`` (``"file:line"`` or ``""``) say where.
+    """
+
+    def __init__(self, message: str, where: Where | None = None):
+        self.reason = message
+        self.where = where or Where()
+        w = self.where
+        self.block, self.warp = w.block, w.warp
+        self.lanes = w.lanes
+        self.lane = w.lanes[0] if w.lanes else None
+        self.ptx_line = w.ptx_line
+        self.source_line = w.source
+        detail = w.describe()
+        super().__init__(message + (("\n  at " + detail) if detail else ""))
+
+
+class MemoryFault(KernelFault):
+    """An access outside every buffer, or misaligned for its size."""
+
+
+class DivergenceFault(KernelFault):
+    """Lanes of one warp reached a warp-collective instruction apart (or not at all)."""
+
+
+class Deadlock(KernelFault):
+    """Warps wait at a barrier that can never complete."""
+
+
+class UnsupportedInstruction(KernelFault):
+    """An instruction the CPU model does not execute: run the kernel on a GPU instead."""

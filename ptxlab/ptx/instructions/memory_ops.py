@@ -1,0 +1,351 @@
+"""Loads, stores, atomics and asynchronous copies (cp.async) through the checked address spaces.
+
+Cache hints (``.ca``, ``.nc``, ``.L2::128B`` ...) and memory-order qualifiers change speed, not
+results, when warps run one at a time, so they are accepted and ignored.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import floats
+from ..memory import SHARED_WINDOW, WINDOW_SIZE, LaneFault
+from ..parser import Addr, Imm, Reg, Sink, Vec
+from ..program import Unsupported, types_of
+from ..values import VIEW_DTYPE, WARP, type_bytes
+from . import handles
+
+_SPACES = {"global", "shared", "local", "param", "const"}
+_ALL = np.arange(WARP)
+
+
+def _space(ins) -> str:
+    for m in ins.mods:
+        base = m.split("::")[0]
+        if base in _SPACES:
+            return base
+    return "generic"
+
+
+def _vec(ins) -> int:
+    for m in ins.mods:
+        if m in ("v2", "v4", "v8"):
+            return int(m[1:])
+    return 1
+
+
+def _lanes(m) -> np.ndarray:
+    return _ALL if m is None else np.nonzero(m)[0]
+
+
+def _callparam_size(cx, name: str) -> int:
+    for d in cx.fn.locals:
+        if d.name == name:
+            return d.size
+    for p in list(cx.fn.params) + list(cx.fn.returns):
+        if p.name == name:
+            return p.size
+    raise cx.error(f"unknown parameter {name}")
+
+
+def _pvar(w, name: str, size: int) -> np.ndarray:
+    pv = w.flow.pvars
+    arr = pv.get(name)
+    if arr is None or arr.shape[1] < size:
+        new = np.zeros((WARP, size), dtype=np.uint8)
+        if arr is not None:
+            new[:, : arr.shape[1]] = arr
+        pv[name] = arr = new
+    return arr
+
+
+@handles("ld", "ldu")
+def ld(ins, cx):
+    tys = types_of(ins.mods)
+    if not tys:
+        raise cx.error(f"{ins.full_opcode} has no type")
+    t = tys[-1]
+    if t == "b128":
+        raise Unsupported(f"{ins.full_opcode}: 128-bit loads are not modelled")
+    n = _vec(ins)
+    space = _space(ins)
+    dst, addr = ins.operands[0], ins.operands[1]
+    dsts = list(dst.items) if isinstance(dst, Vec) else [dst]
+    if len(dsts) != n:
+        raise cx.error(f"{ins.full_opcode} needs {n} destination register(s)")
+    sets = [cx.dst(d, t) for d in dsts]
+    vd = np.dtype(VIEW_DTYPE[t])
+    what = ins.full_opcode
+    sp, get_addr = cx.address(addr, space)
+    if sp == "callparam":
+        name = get_addr
+        off = addr.offset
+        size = max(_callparam_size(cx, name), off + vd.itemsize * n)
+
+        def ld_param(w, m):
+            raw = _pvar(w, name, size)[:, off:off + vd.itemsize * n]
+            vals = np.ascontiguousarray(raw).view(vd)
+            for i, s in enumerate(sets):
+                s(w, vals[:, i], m)
+        return ld_param
+    if n == 1:
+        s0 = sets[0]
+
+        def ld1(w, m):
+            lanes = _lanes(m)
+            a = get_addr(w)
+            vals = w.spaces.load(sp, a if m is None else a[lanes], lanes, vd, 1, what)
+            if m is None:
+                s0(w, vals[:, 0], None)
+            else:
+                full = np.zeros(WARP, dtype=vd)
+                full[lanes] = vals[:, 0]
+                s0(w, full, m)
+        return ld1
+
+    def ldv(w, m):
+        lanes = _lanes(m)
+        a = get_addr(w)
+        vals = w.spaces.load(sp, a if m is None else a[lanes], lanes, vd, n, what)
+        if m is not None:
+            full = np.zeros((WARP, n), dtype=vd)
+            full[lanes] = vals
+            vals = full
+        for i, s in enumerate(sets):
+            s(w, vals[:, i], m)
+    return ldv
+
+
+@handles("st")
+def st(ins, cx):
+    tys = types_of(ins.mods)
+    if not tys:
+        raise cx.error(f"{ins.full_opcode} has no type")
+    t = tys[-1]
+    if t == "b128":
+        raise Unsupported(f"{ins.full_opcode}: 128-bit stores are not modelled")
+    n = _vec(ins)
+    space = _space(ins)
+    addr, src = ins.operands[0], ins.operands[1]
+    srcs = list(src.items) if isinstance(src, Vec) else [src]
+    if len(srcs) != n:
+        raise cx.error(f"{ins.full_opcode} needs {n} source value(s)")
+    gets = [cx.src(x, t) for x in srcs]
+    vd = np.dtype(VIEW_DTYPE[t])
+    what = ins.full_opcode
+    sp, get_addr = cx.address(addr, space)
+    if sp == "callparam":
+        name = get_addr
+        off = addr.offset
+        size = max(_callparam_size(cx, name), off + vd.itemsize * n)
+
+        def st_param(w, m):
+            arr = _pvar(w, name, size)
+            vals = np.stack([g(w) for g in gets], axis=1).astype(vd)
+            raw = np.ascontiguousarray(vals).view(np.uint8).reshape(WARP, -1)
+            if m is None:
+                arr[:, off:off + raw.shape[1]] = raw
+            else:
+                arr[m, off:off + raw.shape[1]] = raw[m]
+        return st_param
+    if sp == "param":
+        raise cx.error("kernel parameters are read-only")
+
+    def st_(w, m):
+        lanes = _lanes(m)
+        a = get_addr(w)
+        if n == 1:
+            vals = gets[0](w)[:, None]
+        else:
+            vals = np.stack([g(w) for g in gets], axis=1)
+        if vals.dtype != vd:
+            vals = vals.astype(vd)
+        if m is not None:
+            a = a[lanes]
+            vals = vals[lanes]
+        w.spaces.store(sp, a, lanes, np.ascontiguousarray(vals), what)
+    return st_
+
+
+# ---------------------------------------------------------------------------------------------
+# atomics
+# ---------------------------------------------------------------------------------------------
+
+_ATOM_OPS = {"and", "or", "xor", "exch", "add", "inc", "dec", "min", "max", "cas"}
+
+
+def _atom_update(op: str, t: str, old, b, c, noftz: bool):
+    """New memory value for one lane (Python scalars of numpy types)."""
+    if op == "add":
+        if t in ("f16", "bf16"):
+            fmt = floats.F16 if t == "f16" else floats.BF16
+            x = floats.decode(np.array([old]), fmt) + floats.decode(np.array([b]), fmt)
+            return floats.fp_result(x, fmt, "rn")[0]
+        if t == "f32":
+            x = np.float32(old) + np.float32(b) if noftz else _ftz1(_ftz1(np.float32(old))
+                                                                     + _ftz1(np.float32(b)))
+            if x != x:
+                return np.uint32(0x7FFFFFFF).view(np.float32)
+            return np.float32(x)
+        if t == "f64":
+            return np.float64(old) + np.float64(b)
+        return old + b
+    if op == "exch":
+        return b
+    if op == "cas":
+        return c if old == b else old
+    if op == "and":
+        return old & b
+    if op == "or":
+        return old | b
+    if op == "xor":
+        return old ^ b
+    if op == "min":
+        return min(old, b)
+    if op == "max":
+        return max(old, b)
+    if op == "inc":
+        return type(old)(0) if old >= b else old + type(old)(1)
+    if op == "dec":
+        return b if (old == 0 or old > b) else old - type(old)(1)
+    raise ValueError(op)
+
+
+def _ftz1(x):
+    return np.float32(0.0) * np.sign(x) if x != 0 and abs(x) < 1.1754943508222875e-38 else x
+
+
+@handles("atom", "red")
+def atom(ins, cx):
+    tys = types_of(ins.mods)
+    op = next((m for m in ins.mods if m in _ATOM_OPS), None)
+    if op is None or not tys:
+        raise Unsupported(f"{ins.full_opcode}: this atomic is not modelled")
+    if _vec(ins) != 1:
+        raise Unsupported(f"{ins.full_opcode}: vector atomics are not modelled")
+    t = tys[-1]
+    if t in ("f16x2", "bf16x2"):
+        raise Unsupported(f"{ins.full_opcode}: packed atomics are not modelled")
+    space = _space(ins)
+    ops = list(ins.operands)
+    is_red = ins.opcode == "red"
+    d = None if is_red else ops.pop(0)
+    addr = ops[0]
+    gb = cx.src(ops[1], t)
+    gc = cx.src(ops[2], t) if op == "cas" else None
+    s = cx.dst(d, t) if d is not None else None
+    vd = np.dtype(VIEW_DTYPE[t])
+    sp, get_addr = cx.address(addr, space)
+    what = ins.full_opcode
+    noftz = "noftz" in ins.mods
+
+    def fn(w, m):
+        lanes = _lanes(m)
+        a = get_addr(w)[lanes]
+        old_vals = w.spaces.load(sp, a, lanes, vd, 1, what)[:, 0]
+        bv = gb(w)[lanes]
+        cv = gc(w)[lanes] if gc is not None else [None] * len(lanes)
+        current: dict = {}
+        olds = np.zeros(WARP, dtype=vd)
+        for j in range(len(lanes)):
+            key = int(a[j])
+            old = current.get(key, old_vals[j])
+            olds[lanes[j]] = old
+            current[key] = _atom_update(op, t, old, bv[j], cv[j], noftz)
+        keys = np.array(list(current.keys()), dtype=np.uint64)
+        first_lane = {int(a[j]): lanes[j] for j in range(len(lanes) - 1, -1, -1)}
+        klanes = np.array([first_lane[int(k)] for k in keys])
+        new = np.array([current[int(k)] for k in keys], dtype=vd)[:, None]
+        w.spaces.store(sp, keys, klanes, new, what)
+        if s is not None:
+            s(w, olds, m)
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# cp.async
+# ---------------------------------------------------------------------------------------------
+
+@handles("cp")
+def cp(ins, cx):
+    mods = ins.mods
+    if not mods or mods[0] != "async":
+        raise Unsupported(f"{ins.full_opcode} is not supported by the CPU model")
+    rest = mods[1:]
+    if "bulk" in rest or "mbarrier" in rest[:1] or any(m.startswith("mbarrier") for m in rest):
+        raise Unsupported(f"{ins.full_opcode} (bulk/tensor copies and mbarrier completion) is "
+                          "not supported by the CPU model")
+    if rest and rest[0] == "commit_group":
+        def commit(w, m):
+            w.cp_groups.append(w.cp_open)
+            w.cp_open = []
+        return commit
+    if rest and rest[0] in ("wait_group", "wait_all"):
+        if rest[0] == "wait_all":
+            keep = 0
+            commit_first = True
+        else:
+            op = ins.operands[0]
+            if not isinstance(op, Imm):
+                raise cx.error("cp.async.wait_group needs an immediate count")
+            keep = op.value
+            commit_first = False
+
+        def wait(w, m):
+            if commit_first and w.cp_open:
+                w.cp_groups.append(w.cp_open)
+                w.cp_open = []
+            while len(w.cp_groups) > keep:
+                for copy in w.cp_groups.pop(0):
+                    _perform_copy(w, copy)
+        return wait
+    if "ca" not in rest and "cg" not in rest:
+        raise Unsupported(f"{ins.full_opcode} is not supported by the CPU model")
+    ops = list(ins.operands)
+    dst_addr, src_addr, size_op = ops[0], ops[1], ops[2]
+    if not isinstance(size_op, Imm) or size_op.value not in (4, 8, 16):
+        raise cx.error("cp.async copy size must be 4, 8 or 16")
+    size = size_op.value
+    if "cg" in rest and size != 16:
+        raise cx.error("cp.async.cg copies 16 bytes")
+    src_size = None
+    ignore_src = None
+    if len(ops) > 3:
+        extra = ops[3]
+        if isinstance(extra, Reg) and cx.reg_dtype(extra.name) == np.bool_:
+            ignore_src = cx.src(extra, "pred")
+        elif not (len(ops) == 4 and "L2" in " ".join(rest) and "cache_hint" in " ".join(rest)):
+            src_size = cx.src(extra, "u32")
+    _, gdst = cx.address(dst_addr, "shared")
+    _, gsrc = cx.address(src_addr, "global")
+    what = ins.full_opcode
+
+    def issue(w, m):
+        lanes = _lanes(m)
+        d = gdst(w)[lanes]
+        sa = gsrc(w)[lanes]
+        n = np.full(len(lanes), size, dtype=np.int64)
+        if src_size is not None:
+            n = np.minimum(src_size(w)[lanes].astype(np.int64), size)
+        if ignore_src is not None:
+            n = np.where(ignore_src(w)[lanes], 0, n)
+        # check both ends now, so a fault names the cp.async that caused it
+        from ..memory import check_alignment
+        check_alignment(d.astype(np.uint64), size, lanes, what)
+        check_alignment(sa.astype(np.uint64), size, lanes, what)
+        w.spaces._shared_offsets(d.astype(np.uint64), lanes, size, what)
+        reading = n > 0
+        if reading.any():
+            w.spaces.glob.locate(sa[reading].astype(np.uint64), size, lanes[reading], what)
+        w.cp_open.append((lanes, d.astype(np.uint64), sa.astype(np.uint64), n, size, what))
+    return issue
+
+
+def _perform_copy(w, copy) -> None:
+    lanes, dst, src, n, size, what = copy
+    data = np.zeros((len(lanes), size), dtype=np.uint8)
+    reading = n > 0
+    if reading.any():
+        data[reading] = w.spaces.load("global", src[reading], lanes[reading], np.uint8, size, what)
+        cols = np.arange(size)
+        data[cols[None, :] >= n[:, None]] = 0
+    w.spaces.store("shared", dst, lanes, data, what)

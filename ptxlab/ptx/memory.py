@@ -1,0 +1,308 @@
+"""The address spaces of a launch, and checked loads and stores in them.
+
+Generic (64-bit) addresses are laid out as on a GPU, with made-up but fixed windows:
+
+* global memory: one buffer per array argument (a copy of it) and per module variable, each
+  at its own 1 MiB-aligned base starting at :data:`GLOBAL_BASE`, with gaps between them so a
+  stray pointer never lands in a neighbour;
+* the shared window at :data:`SHARED_WINDOW` (+ the 32-bit ``.shared`` address);
+* the local window at :data:`LOCAL_WINDOW` (+ the 32-bit ``.local`` address, per thread);
+* kernel parameters at :data:`PARAM_WINDOW`.
+
+Every access is checked: an address outside every buffer, or not aligned to the access size,
+raises a :class:`LaneFault` that names the lane; the interpreter adds block, warp and line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+GLOBAL_BASE = 0x7000_0000_0000
+GLOBAL_STRIDE = 1 << 20
+SHARED_WINDOW = 0x7F00_0000_0000
+LOCAL_WINDOW = 0x7F80_0000_0000
+PARAM_WINDOW = 0x7FC0_0000_0000
+WINDOW_SIZE = 1 << 32
+
+#: ``.shared`` address of the first byte of a block's shared memory.
+SHARED_START = 0
+
+
+class LaneFault(Exception):
+    """Raised inside an instruction; the interpreter turns it into a located KernelFault."""
+
+    def __init__(self, message: str, lanes=(), kind: str = "memory"):
+        super().__init__(message)
+        self.message = message
+        self.lanes = tuple(int(x) for x in lanes)
+        self.kind = kind
+
+
+@dataclass
+class Buffer:
+    base: int
+    data: np.ndarray       # uint8, padded to a multiple of 16 bytes
+    size: int              # bytes the program may touch
+    name: str
+    writable: bool = True
+
+
+class GlobalMemory:
+    """The global buffers of one launch, found by address."""
+
+    def __init__(self):
+        self.buffers: list[Buffer] = []
+        self._bases = np.zeros(0, dtype=np.uint64)
+        self._next = GLOBAL_BASE
+
+    def add(self, nbytes: int, name: str, init: bytes | np.ndarray | None = None,
+            writable: bool = True) -> Buffer:
+        padded = max(16, (nbytes + 15) // 16 * 16)
+        data = np.zeros(padded, dtype=np.uint8)
+        if init is not None:
+            src = np.frombuffer(init, dtype=np.uint8) if isinstance(init, (bytes, bytearray)) \
+                else np.asarray(init).reshape(-1).view(np.uint8)
+            data[: src.size] = src
+        buf = Buffer(self._next, data, nbytes, name, writable)
+        self._next += (padded + GLOBAL_STRIDE + GLOBAL_STRIDE - 1) // GLOBAL_STRIDE * GLOBAL_STRIDE
+        self.buffers.append(buf)
+        self._bases = np.array([b.base for b in self.buffers], dtype=np.uint64)
+        return buf
+
+    def locate(self, addrs: np.ndarray, nbytes: int, lanes: np.ndarray, what: str) -> np.ndarray:
+        """Index of the buffer holding each access; faults name the first bad lane."""
+        k = np.searchsorted(self._bases, addrs, side="right").astype(np.int64) - 1
+        if not self.buffers:
+            raise LaneFault(f"{what}: address 0x{int(addrs[0]):x} is not in global memory "
+                            "(the kernel has no global buffers)", lanes[:1])
+        kk = np.maximum(k, 0)
+        sizes = np.array([b.size for b in self.buffers], dtype=np.uint64)
+        off = addrs - self._bases[kk]
+        ok = (k >= 0) & (off + np.uint64(nbytes) <= sizes[kk])
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise LaneFault(f"{what}: {self.describe(int(addrs[i]), nbytes)}", [lanes[i]])
+        return k
+
+    def describe(self, addr: int, nbytes: int) -> str:
+        """Where an out-of-bounds address points, in words."""
+        if not self.buffers:
+            return f"address 0x{addr:x} is outside global memory"
+        best = None
+        for b in self.buffers:
+            if b.base <= addr < b.base + max(b.size, 1) + GLOBAL_STRIDE // 2:
+                best = b
+            elif addr < b.base and best is None:
+                best = b
+        if best is None:
+            best = self.buffers[-1]
+        rel = addr - best.base
+        if rel >= 0:
+            if rel < best.size:
+                return (f"bytes {rel}..{rel + nbytes - 1} of {best.name} run past its end "
+                        f"({best.size} bytes)")
+            return (f"address 0x{addr:x} is {rel - best.size} bytes past the end of "
+                    f"{best.name} ({best.size} bytes; offset {rel})")
+        return f"address 0x{addr:x} is {-rel} bytes before the start of {best.name}"
+
+
+def check_alignment(addrs: np.ndarray, align: int, lanes: np.ndarray, what: str) -> None:
+    if align <= 1:
+        return
+    bad = (addrs & np.uint64(align - 1)) != 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        a = int(addrs[i])
+        raise LaneFault(f"{what}: misaligned address 0x{a:x} (a {align}-byte access needs an "
+                        f"address that is a multiple of {align}; this one is {a % align} past)",
+                        [lanes[i]])
+
+
+def _gather(data: np.ndarray, off: np.ndarray, dtype, count: int) -> np.ndarray:
+    view = data.view(dtype)
+    esize = np.dtype(dtype).itemsize
+    idx = (off // esize).astype(np.int64)
+    if count == 1:
+        return view[idx][:, None]
+    return view[idx[:, None] + np.arange(count)]
+
+
+def _scatter(data: np.ndarray, off: np.ndarray, values: np.ndarray) -> None:
+    esize = values.dtype.itemsize
+    view = data.view(values.dtype)
+    idx = (off // esize).astype(np.int64)
+    count = values.shape[1]
+    if count == 1:
+        view[idx] = values[:, 0]
+    else:
+        view[idx[:, None] + np.arange(count)] = values
+
+
+class Spaces:
+    """Everything a warp's loads and stores reach: global, its block's shared, its local."""
+
+    __slots__ = ("glob", "shared", "shared_size", "local", "params", "param_size")
+
+    def __init__(self, glob: GlobalMemory, shared: np.ndarray, shared_size: int,
+                 local: np.ndarray | None, params: np.ndarray):
+        self.glob = glob
+        self.shared = shared
+        self.shared_size = shared_size
+        self.local = local
+        self.params = params
+        self.param_size = params.size
+
+    # ---- address classification ---------------------------------------------------------
+
+    def split_generic(self, addrs: np.ndarray):
+        """Generic addresses -> {space: boolean mask} for the spaces present."""
+        a = addrs
+        in_shared = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+        in_local = (a >= np.uint64(LOCAL_WINDOW)) & (a < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))
+        in_param = (a >= np.uint64(PARAM_WINDOW)) & (a < np.uint64(PARAM_WINDOW + WINDOW_SIZE))
+        return in_shared, in_local, in_param
+
+    # ---- loads ---------------------------------------------------------------------------
+
+    def load(self, space: str, addrs: np.ndarray, lanes: np.ndarray, dtype, count: int,
+             what: str) -> np.ndarray:
+        """Values ``(len(lanes), count)`` of ``dtype`` at ``addrs`` (one per active lane)."""
+        esize = np.dtype(dtype).itemsize
+        total = esize * count
+        addrs = addrs.astype(np.uint64, copy=False)
+        check_alignment(addrs, total if count > 1 else esize, lanes, what)
+        if space == "generic":
+            sh, lo, pa = self.split_generic(addrs)
+            if not (sh.any() or lo.any() or pa.any()):
+                return self._load_global(addrs, lanes, dtype, count, total, what)
+            if sh.all():
+                return self._load_shared(addrs - np.uint64(SHARED_WINDOW), lanes, dtype, count,
+                                         total, what)
+            if lo.all():
+                return self._load_local(addrs - np.uint64(LOCAL_WINDOW), lanes, dtype, count,
+                                        total, what)
+            out = np.zeros((addrs.size, count), dtype=dtype)
+            gl = ~(sh | lo | pa)
+            for mask, sp, base in ((sh, "shared", SHARED_WINDOW), (lo, "local", LOCAL_WINDOW),
+                                   (pa, "param", PARAM_WINDOW), (gl, "global", 0)):
+                if mask.any():
+                    out[mask] = self.load(sp, addrs[mask] - np.uint64(base), lanes[mask],
+                                          dtype, count, what)
+            return out
+        if space == "global" or space == "const":
+            return self._load_global(addrs, lanes, dtype, count, total, what)
+        if space == "shared":
+            return self._load_shared(addrs, lanes, dtype, count, total, what)
+        if space == "local":
+            return self._load_local(addrs, lanes, dtype, count, total, what)
+        if space == "param":
+            off = addrs.astype(np.int64)
+            if (off < 0).any() or (off + total > self.param_size).any():
+                i = int(np.argmax((off < 0) | (off + total > self.param_size)))
+                raise LaneFault(f"{what}: parameter offset {int(off[i])} is outside the "
+                                f"{self.param_size} bytes of kernel parameters", [lanes[i]])
+            return _gather(self.params, off, dtype, count)
+        raise LaneFault(f"{what}: state space .{space} is not modelled", lanes[:1],
+                        kind="unsupported")
+
+    def _load_global(self, addrs, lanes, dtype, count, total, what):
+        k = self.glob.locate(addrs, total, lanes, what)
+        k0 = int(k[0])
+        if (k == k0).all():
+            b = self.glob.buffers[k0]
+            return _gather(b.data, addrs - np.uint64(b.base), dtype, count)
+        out = np.zeros((addrs.size, count), dtype=dtype)
+        for kb in np.unique(k):
+            sel = k == kb
+            b = self.glob.buffers[int(kb)]
+            out[sel] = _gather(b.data, addrs[sel] - np.uint64(b.base), dtype, count)
+        return out
+
+    def _shared_offsets(self, addrs, lanes, total, what):
+        off = addrs.astype(np.int64) - SHARED_START
+        bad = (off < 0) | (off + total > self.shared_size)
+        if bad.any():
+            i = int(np.argmax(bad))
+            a = int(addrs[i])
+            raise LaneFault(
+                f"{what}: shared address {a} (0x{a:x}) is outside the block's shared memory "
+                f"({self.shared_size} bytes: static variables plus the dynamic size the launch "
+                f"asked for)", [lanes[i]])
+        return off
+
+    def _load_shared(self, addrs, lanes, dtype, count, total, what):
+        off = self._shared_offsets(addrs, lanes, total, what)
+        return _gather(self.shared, off, dtype, count)
+
+    def _local_offsets(self, addrs, lanes, total, what):
+        size = 0 if self.local is None else self.local.shape[1]
+        off = addrs.astype(np.int64)
+        bad = (off < 0) | (off + total > size)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise LaneFault(f"{what}: local address {int(off[i])} is outside the thread's "
+                            f"{size} bytes of local memory", [lanes[i]])
+        return off
+
+    def _load_local(self, addrs, lanes, dtype, count, total, what):
+        off = self._local_offsets(addrs, lanes, total, what)
+        view = self.local.view(dtype)
+        esize = np.dtype(dtype).itemsize
+        idx = off // esize
+        return view[lanes[:, None], idx[:, None] + np.arange(count)]
+
+    # ---- stores --------------------------------------------------------------------------
+
+    def store(self, space: str, addrs: np.ndarray, lanes: np.ndarray, values: np.ndarray,
+              what: str) -> None:
+        """Write ``values`` ``(len(lanes), count)``; later lanes win on equal addresses."""
+        count = values.shape[1]
+        esize = values.dtype.itemsize
+        total = esize * count
+        addrs = addrs.astype(np.uint64, copy=False)
+        check_alignment(addrs, total if count > 1 else esize, lanes, what)
+        if space == "generic":
+            sh, lo, pa = self.split_generic(addrs)
+            if pa.any():
+                i = int(np.argmax(pa))
+                raise LaneFault(f"{what}: kernel parameters are read-only", [lanes[i]])
+            gl = ~(sh | lo)
+            for mask, sp, base in ((sh, "shared", SHARED_WINDOW), (lo, "local", LOCAL_WINDOW),
+                                   (gl, "global", 0)):
+                if mask.all():
+                    self.store(sp, addrs - np.uint64(base), lanes, values, what)
+                    return
+                if mask.any():
+                    self.store(sp, addrs[mask] - np.uint64(base), lanes[mask], values[mask],
+                               what)
+            return
+        if space == "global":
+            k = self.glob.locate(addrs, total, lanes, what)
+            for kb in (np.unique(k) if not (k == k[0]).all() else k[:1]):
+                sel = k == kb
+                b = self.glob.buffers[int(kb)]
+                if not b.writable:
+                    raise LaneFault(f"{what}: {b.name} is read-only", [lanes[int(np.argmax(sel))]])
+                if sel.all():
+                    _scatter(b.data, addrs - np.uint64(b.base), values)
+                else:
+                    _scatter(b.data, addrs[sel] - np.uint64(b.base), values[sel])
+            return
+        if space == "shared":
+            off = self._shared_offsets(addrs, lanes, total, what)
+            _scatter(self.shared, off, values)
+            return
+        if space == "local":
+            off = self._local_offsets(addrs, lanes, total, what)
+            view = self.local.view(values.dtype)
+            idx = off // esize
+            view[lanes[:, None], idx[:, None] + np.arange(count)] = values
+            return
+        raise LaneFault(f"{what}: cannot store to state space .{space}", lanes[:1])
+
+    # ---- raw shared bytes for the matrix instructions ------------------------------------
+
+    def shared_bytes(self) -> np.ndarray:
+        """The block's shared memory as the emulator takes it (starting at SHARED_START)."""
+        return self.shared[: self.shared_size]

@@ -1,0 +1,44 @@
+"""``ptxlab status``: which backend runs kernels here, and which instructions this GPU has."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from . import backends, gpu
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def support_table(st: gpu.GpuStatus, cpu_ok: bool) -> list[tuple[str, str, str]]:
+    """Rows ``(instruction, oldest GPU, where it runs here)`` for every instruction covered."""
+    fallback = "CPU model" if cpu_ok else "nowhere"
+    rows = []
+    for name, sm in gpu.INSTRUCTION_MIN_SM.items():
+        here = "GPU" if st.available and st.supported.get(name) else fallback
+        rows.append((name, f"sm_{sm}", here))
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    st = gpu.status()
+    line = backends.describe()
+    if getattr(args, "json", False):
+        print(json.dumps({
+            "summary": line, "gpu_available": st.available, "gpu_message": st.message,
+            "device": st.name, "compute_capability": st.compute_capability,
+            "cupy": st.cupy_version, "driver_cuda": st.driver_version,
+            "instructions": {name: {"min_sm": sm, "on_gpu": bool(st.supported.get(name))}
+                             for name, sm in gpu.INSTRUCTION_MIN_SM.items()},
+        }, indent=2))
+        return 0
+    print(line)
+    cpu_ok, _ = backends.cpu_available()
+    rows = [("instruction", "needs", "runs on")] + support_table(st, cpu_ok)
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    return 0

@@ -1,0 +1,88 @@
+"""Isolated calls: a hang, a crash, a memory hog or an exception in the child becomes a clear
+exception in the caller, and the caller carries on."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from ptxlab.grading import isolation as iso
+
+
+def test_result_comes_back():
+    assert iso.run_isolated("operator:add", (2, 3), timeout_s=30) == 5
+    arr = iso.run_isolated("numpy:arange", (5,), {"dtype": "uint32"}, timeout_s=30)
+    assert arr.dtype == np.uint32 and arr.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_exception_comes_back_as_itself():
+    with pytest.raises(ZeroDivisionError):
+        iso.run_isolated("operator:truediv", (1, 0), timeout_s=30)
+
+
+def test_hang_is_stopped_at_the_limit():
+    t0 = time.monotonic()
+    with pytest.raises(iso.IsolatedTimeout, match=r"did not finish within 1\.5 s"):
+        iso.run_isolated("time:sleep", (60,), timeout_s=1.5, what="kernel 'spin'")
+    assert time.monotonic() - t0 < 10
+
+
+def test_hard_exit_and_signal_are_crashes():
+    with pytest.raises(iso.IsolatedCrash, match="exited with status 7"):
+        iso.run_isolated("os:_exit", (7,), timeout_s=30)
+    with pytest.raises(iso.IsolatedCrash, match="SIGABRT"):
+        iso.run_isolated("os:abort", timeout_s=30)
+
+
+def test_memory_hog_is_stopped():
+    with pytest.raises(iso.IsolatedMemoryExceeded, match="more than 300 MiB"):
+        iso.run_isolated("builtins:bytearray", (2 * 2**30,), timeout_s=60, memory_mb=300)
+
+
+def test_caller_survives_and_recursion_is_off():
+    for _ in range(2):
+        with pytest.raises(iso.IsolatedCrash):
+            iso.run_isolated("os:_exit", (1,), timeout_s=30)
+    env = iso.run_isolated("os:getenv", ("PTXLAB_ISOLATE",), timeout_s=30)
+    assert env == "0"          # a launch inside the child runs there, not in a grandchild
+
+
+def test_limits_from_environment(monkeypatch):
+    monkeypatch.setenv(iso.TIMEOUT_ENV, "12.5")
+    monkeypatch.setenv(iso.MEMORY_ENV, "777")
+    assert iso.default_timeout_s() == 12.5 and iso.default_memory_mb() == 777
+    with pytest.raises(ValueError):
+        iso.run_isolated("operator:add", (1, 2), timeout_s=0)
+
+
+def _backend_or_skip():
+    backends = pytest.importorskip("ptxlab.backends")
+    src = 'extern "C" __global__ void k(unsigned* o) { o[threadIdx.x] = threadIdx.x * 3u; }'
+    try:
+        backends.choose_backend(src)
+    except Exception as exc:
+        pytest.skip(f"no kernel backend here: {exc}")
+    return backends
+
+
+def test_isolated_launch_matches_direct_launch():
+    backends = _backend_or_skip()
+    src = 'extern "C" __global__ void k(unsigned* o) { o[threadIdx.x] = threadIdx.x * 3u; }'
+    out = np.zeros(32, dtype=np.uint32)
+    res = iso.run_launch_isolated(src, "k", (1,), (32,), [out], timeout_s=120)
+    assert np.array_equal(res.outputs[0], np.arange(32, dtype=np.uint32) * 3)
+    direct = backends.launch(src, "k", grid=(1,), block=(32,), args=[out.copy()], isolate=False)
+    assert res.backend == direct.backend
+
+
+def test_isolated_launch_compile_error_and_hang():
+    backends = _backend_or_skip()
+    with pytest.raises(backends.CompileError) as info:
+        iso.run_launch_isolated('extern "C" __global__ void k(unsigned* o) { o[0] = 1 }', "k",
+                                args=[np.zeros(1, np.uint32)], timeout_s=120)
+    assert info.value.line is not None
+    hang = 'extern "C" __global__ void k(unsigned* o) { volatile int s = 1; while (s) { } o[0] = 1; }'
+    with pytest.raises((iso.IsolatedTimeout, backends.KernelFault)):
+        iso.run_launch_isolated(hang, "k", args=[np.zeros(1, np.uint32)], timeout_s=15)

@@ -1,0 +1,114 @@
+"""The grading sandbox: learner code sees its working copy and nothing of the course.
+
+These tests start real bubblewrap sandboxes; they skip, with the fix, where ``bwrap`` is not
+installed (``autograder/install-sandbox.sh`` installs it).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptxlab.grading import sandbox
+
+PROBE = r'''
+import json, os, socket, sys
+from pathlib import Path
+course = Path(sys.argv[1]); work = Path(sys.argv[2])
+result = {"uid": os.getuid(), "secret_env": os.environ.get("GRADER_SECRET")}
+def attempt(name, fn):
+    try:
+        fn(); result[name] = "allowed"
+    except Exception as exc:
+        result[name] = type(exc).__name__
+attempt("read_solution", lambda: (course / "source" / "ps1.ipynb").read_text())
+attempt("read_gradebook", lambda: (course / "gradebook.db").read_bytes())
+attempt("write_gradebook", lambda: (course / "gradebook.db").write_bytes(b"x"))
+attempt("read_other_student", lambda: (course / "submitted" / "bob" / "ps1.ipynb").read_text())
+attempt("write_outside", lambda: Path("/usr/lib/evil.txt").write_text("x"))
+attempt("write_workdir", lambda: (work / "scratch.txt").write_text("ok"))
+attempt("write_tmp", lambda: Path("/tmp/scratch").write_text("ok"))
+attempt("network", lambda: socket.create_connection(("127.0.0.1", 22), timeout=2))
+attempt("import_ptxlab", lambda: __import__("ptxlab.layouts"))
+print(json.dumps(result))
+'''
+
+
+def _need_bwrap():
+    try:
+        return sandbox.bwrap_binary()
+    except sandbox.SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _course(tmp: Path) -> tuple[Path, Path]:
+    course = tmp / "course"
+    (course / "source").mkdir(parents=True)
+    (course / "source" / "ps1.ipynb").write_text("SOLUTION")
+    (course / "gradebook.db").write_bytes(b"SQLite format 3\x00")
+    (course / "submitted" / "bob").mkdir(parents=True)
+    (course / "submitted" / "bob" / "ps1.ipynb").write_text("BOB")
+    work = course / "autograded" / "alice" / "ps1"
+    work.mkdir(parents=True)
+    return course, work
+
+
+def _probe(policy: sandbox.SandboxPolicy, course: Path, work: Path) -> dict:
+    env = {"PATH": "/usr/bin:/bin", "GRADER_SECRET": "nope"}
+    inner_env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    argv = sandbox.sandbox_argv(policy, [sys.executable, "-c", PROBE, str(course), str(work)],
+                                env=inner_env)
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_sandbox_blocks_course_and_network(tmp_path):
+    _need_bwrap()
+    course, work = _course(tmp_path)
+    # Mount the course's parent read-only on purpose: the hidden list must still cover it.
+    policy = sandbox.SandboxPolicy(workdir=work, hidden=[course], extra_readonly=[tmp_path],
+                                   gpu=False)
+    r = _probe(policy, course, work)
+    assert r["uid"] == sandbox.SANDBOX_UID and r["secret_env"] is None
+    for name in ("read_solution", "read_gradebook", "write_gradebook", "read_other_student"):
+        assert r[name] in ("FileNotFoundError", "PermissionError", "OSError"), (name, r[name])
+    assert r["write_outside"] in ("OSError", "PermissionError", "FileNotFoundError")
+    assert r["network"] in ("OSError", "ConnectionRefusedError", "TimeoutError")
+    assert r["write_workdir"] == "allowed" and r["write_tmp"] == "allowed"
+    assert r["import_ptxlab"] == "allowed"
+    assert (work / "scratch.txt").read_text() == "ok"
+    assert (course / "gradebook.db").read_bytes().startswith(b"SQLite")   # untouched
+
+
+def test_checkout_on_path_is_reduced_to_packages(tmp_path, monkeypatch):
+    checkout = tmp_path / "checkout"
+    (checkout / "pkg").mkdir(parents=True)
+    (checkout / "pkg" / "__init__.py").write_text("")
+    (checkout / "course" / "source").mkdir(parents=True)
+    (checkout / "tool.py").write_text("")
+    monkeypatch.syspath_prepend(str(checkout))
+    paths = sandbox.python_readonly_paths(tmp_path / "work", [])
+    assert checkout / "pkg" in paths and checkout / "tool.py" in paths
+    assert checkout not in paths and not any(p == checkout / "course" for p in paths)
+
+
+def test_hidden_path_inside_mount_gets_covered(tmp_path):
+    course, work = _course(tmp_path)
+    argv = sandbox.sandbox_argv(sandbox.SandboxPolicy(workdir=work, hidden=[course],
+                                                      extra_readonly=[tmp_path], gpu=False),
+                                ["true"], bwrap="/usr/bin/bwrap")
+    i = argv.index("--tmpfs", argv.index(str(tmp_path)))
+    assert argv[i + 1] == str(course)
+    # ...and the working copy is mounted after the cover, so it stays visible and writable.
+    assert argv.index("--bind") > i and argv[argv.index("--bind") + 1] == str(work)
+    assert "--unshare-net" in argv and "--die-with-parent" in argv
+
+
+def test_missing_bwrap_says_how_to_install(monkeypatch):
+    monkeypatch.setenv("PTXLAB_BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install bubblewrap"):
+        sandbox.bwrap_binary()

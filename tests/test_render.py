@@ -1,0 +1,76 @@
+"""Pictures are drawn from the layout data: every element appears once, coloured by its lane."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ptxlab import layouts, render
+
+
+def test_lane_colours_group_by_four_and_are_distinct():
+    colours = [render.lane_color(l) for l in range(32)]
+    assert len(set(colours)) == 32
+    hue = lambda c: c.split("(")[1].split(",")[0]  # noqa: E731
+    assert {hue(colours[l]) for l in range(4)} == {hue(colours[0])}
+    assert hue(colours[4]) != hue(colours[0])
+
+
+def test_fragment_map_names_every_lane_register_and_element_once():
+    lay = layouts.ldmatrix_fragment(2)
+    html = render.fragment_map_html(lay)
+    cells = re.findall(r">T(\d+):(\d+)\.(\d+)<", html)
+    assert len(cells) == 2 * 64
+    assert len(set(cells)) == len(cells)
+    # matrix 1, row 3, col 5 is lane 13, register 1, element 1
+    assert ("13", "1", "1") in cells
+    assert isinstance(html, render.Html) and html._repr_html_() == str(html)
+
+
+def test_fragment_map_marks_wrong_cells_and_the_selected_lane():
+    lay = layouts.ldmatrix_fragment(1)
+    wrong = np.zeros((1, 8, 8), bool)
+    wrong[0, 0, 0] = True
+    html = render.fragment_map_html(lay, wrong=wrong, selected_lane=9)
+    assert html.count(render.WRONG_BG) == 1
+    assert html.count("outline:2px solid #000") == 2     # lane 9 holds two elements
+
+
+def test_matrix_html_shows_values_and_expected_tooltips():
+    vals = np.arange(64).reshape(8, 8)
+    wrong = np.zeros((8, 8), bool)
+    wrong[1, 1] = True
+    html = render.matrix_html(vals, layouts.ldmatrix_fragment(1).owners[0, ..., 0], wrong=wrong,
+                              expected=vals + 100, title="t")
+    assert ">63<" in html and "expected 109" in html and render.WRONG_BG in html
+
+
+def test_lane_registers_lists_each_register():
+    form = layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32")
+    html = render.lane_registers_html(form.a, 5)
+    assert "row 9, col 2" in html and "row 1, col 11" in html     # a1 low half, a2 high half
+
+
+def test_address_table_colours_wrong_and_ignored_rows():
+    rows = [{"lane": 0, "address": 0, "yours": "0", "status": "ok"},
+            {"lane": 1, "address": 16, "yours": "8", "status": "wrong", "wrong": True},
+            {"lane": 9, "address": "-", "ignored": True}]
+    html = render.address_table_html(rows)
+    assert render.WRONG_BG in html and render.IGNORED_BG in html and "your formula" in html
+
+
+def test_registers_html_splits_halves():
+    regs = np.array([[0x00050004]] * 32, dtype=np.uint32)
+    assert "    5 |     4" in render.registers_html(regs)
+
+
+def test_bank_table_marks_conflicts_per_phase():
+    same_bank = [0, 128]                     # one phase: two words of bank 0 -> conflict
+    assert render.WRONG_BG in render.bank_table_html(same_bank)
+    assert render.WRONG_BG not in render.bank_table_html(same_bank, phases=[0, 1])
+
+
+def test_smem_rows_colours_row_starts():
+    smem = np.arange(64, dtype=np.uint16).view(np.uint8)
+    html = render.smem_rows_html(smem, 16, {16: [1]})
+    assert render.lane_color(1) in html

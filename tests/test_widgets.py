@@ -1,0 +1,91 @@
+"""The widgets redraw when a control or the formula changes, and mark wrong lanes."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ipywidgets", reason="ipywidgets is not installed (pip install 'ptxlab[course]')")
+
+from ptxlab import widgets  # noqa: E402
+
+SIDE = "matrices side by side (cols 8i..8i+7)"
+
+
+def test_address_table_follows_controls_and_formula():
+    t = widgets.AddressTable("base + (lane % 8) * stride", num=4, stride=64, arrangement=SIDE)
+    assert t.wrong_lanes() == list(range(8, 32))
+    before = t.html()
+    t.num.value = 2
+    assert t.html() != before and t.wrong_lanes() == list(range(8, 16))
+    t.formula.value = "base + (lane % 8) * stride + (lane // 8) * 16"
+    assert t.wrong_lanes() == [] and "matches" in t.status.value
+    t.base.value = 512
+    assert t.wrong_lanes() == [] and "512" in t.html()
+
+
+def test_address_table_rows_say_who_receives_each_row():
+    t = widgets.AddressTable(num=1, stride=16)
+    rows = t.rows()
+    assert rows[1]["role"] == "matrix 0, row 1" and rows[1]["receivers"] == "4-7"
+    assert rows[8].get("ignored")
+    t.trans.value = True
+    assert t.rows()[1]["receivers"] == "0, 4, 8, 12, 16, 20, 24, 28"
+
+
+def test_address_table_survives_bad_formulas():
+    t = widgets.AddressTable("base + (lane % 8 * stride")
+    assert "syntax error" in t.status.value
+    t.formula.value = "lane / 0"
+    assert "ZeroDivisionError" in t.status.value
+    t.formula.value = "lane / 3"
+    assert "not a whole number" in t.status.value
+    t.formula.value = "__import__('os')"
+    assert "NameError" in t.status.value
+
+
+def test_address_table_fixed_arrangements_set_num_and_trans():
+    t = widgets.AddressTable(arrangement="B of m16n8k16 stored row-major (.trans)", stride=32)
+    assert t.num.value == 2 and t.num.disabled and t.trans.value
+
+
+def test_address_table_takes_a_python_function():
+    def rows(lane, base, stride):
+        raise NotImplementedError()
+    t = widgets.AddressTable(rows, arrangement="A of m16n8k16 (16x16, row-major)", stride=48)
+    assert "not implemented yet" in t.status.value
+    t2 = widgets.AddressTable(lambda lane, base, stride: base + (lane % 16) * stride + (lane // 16) * 16,
+                              arrangement="A of m16n8k16 (16x16, row-major)", stride=48)
+    assert t2.wrong_lanes() == []
+
+
+def test_fragment_map_marks_wrong_cells_live():
+    f = widgets.FragmentMap(num=4, formula="(lane // 4, 2 * (lane % 4) + half)")
+    assert "matches every element" in f.status.value
+    f.trans.value = True
+    assert "wrong" in f.status.value
+    f.formula.value = "(2 * (lane % 4) + half, lane // 4)"
+    assert "matches every element" in f.status.value
+    f.kind.value = "mma operand C"
+    f.mma.value = ("m16n8k16", "f16", "f16", "f32", "f32")
+    f.formula.value = "(lane // 4 + 8 * (reg // 2), 2 * (lane % 4) + reg % 2)"
+    assert "matches every element" in f.status.value
+
+
+def test_fragment_map_lane_selection_and_errors():
+    f = widgets.FragmentMap(kind="mma operand A", lane=-1)
+    assert "slider" in f.lane_view.value
+    f.lane.value = 6
+    assert "lane 6 holds" in f.lane_view.value
+    f.formula.value = "lane"
+    assert "expected a tuple" in f.status.value
+    f.kind.value = "movmatrix output"
+    f.formula.value = "(2 * (lane % 4) + half, lane // 4)"
+    assert "matches every element" in f.status.value
+
+
+def test_bank_view_counts_wavefronts_and_swizzle_fixes_them():
+    b = widgets.BankView(row_bytes=128, num=4)
+    assert "28 extra" in b.status.value
+    b.formula.value = "chunk ^ (row % 8)"
+    assert "0 extra" in b.status.value
+    b.formula.value = "chunk + 99"
+    assert "outside the row" in b.status.value
