@@ -12,11 +12,10 @@ Arithmetic of ``mma`` (measured against the H100, see ``reports/hardware/REPORT.
 
 * s8 -> s32 is exact integer arithmetic, wrapping modulo 2**32 like the hardware without
   ``.satfinite``.
-* f16/bf16/tf32 products are exact; the model sums them in float64 and rounds once to the
-  accumulator type (round to nearest even). The tensor core instead adds in a wider fixed-point
-  form with truncation, so for inputs whose sums are not exactly representable the last bit or
-  two of an f32 result may differ. Whenever every partial sum is exactly representable (small
-  integers, short mantissas) the model and the hardware agree bit for bit.
+* f16/bf16/tf32 inputs follow the tensor core's own arithmetic (:mod:`ptxlab.tensorcore`):
+  exact products aligned to the largest exponent, truncated 25 bits below it, added exactly,
+  then rounded once (toward zero into f32, to nearest into f16). This is not IEEE
+  round-to-nearest after every addition, and it matches the H100 bit for bit.
 * tf32 operands: only the upper 19 bits of each 32-bit register are used (the low 13 mantissa
   bits are ignored), as the tensor core reads them.
 """
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import layouts
+from . import layouts, tensorcore
 from .layouts import ROW_BYTES, WARP_SIZE
 
 __all__ = [
@@ -162,7 +161,8 @@ def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str) -> n
         w, lane = map(int, np.argwhere(bad)[0])
         a = int(rows[w, lane])
         raise AddressOutOfRange(
-            f"{what} row address {a} (0x{a:x}) reads bytes {a}..{a + ROW_BYTES - 1}, outside "
+            f"{what} row address {a} (0x{a:x}) {'writes' if what == 'stmatrix' else 'reads'} "
+            f"bytes {a}..{a + ROW_BYTES - 1}, outside "
             f"shared memory of {smem_bytes} bytes (row {lane % 8} of matrix {lane // 8})",
             lane=lane, warp=w if addrs.shape[0] > 1 else None, address=a)
     return rows
@@ -367,26 +367,9 @@ def _decode_values(bits: np.ndarray, typ: str) -> np.ndarray:
     raise BadOperand(f"unknown element type {typ}")
 
 
-#: NaN as the GPU writes it when an operation produces one.
-CANONICAL_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF}
-
-
-def _encode(values: np.ndarray, typ: str) -> np.ndarray:
-    """Exact results -> element bit patterns of ``typ`` (round to nearest even, ints wrap)."""
-    if typ == "s32":
-        return (values.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if typ == "f32":
-            bits = values.astype(np.float32).view(np.uint32)
-        elif typ == "f16":
-            # float64 -> float16 in one correctly rounded step (no detour through float32).
-            bits = values.astype(np.float16).view(np.uint16).astype(np.uint32)
-        else:
-            raise BadOperand(f"accumulator type {typ} is not modelled")
-    nan = np.isnan(values)
-    if nan.any():
-        bits = np.where(nan, np.uint32(CANONICAL_NAN[typ]), bits)
-    return bits.astype(np.uint32)
+def _wrap_s32(values: np.ndarray) -> np.ndarray:
+    """Exact integer sums -> s32 bit patterns, wrapping modulo 2**32 (no ``.satfinite``)."""
+    return (values.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
 
 
 def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: str = "f32",
@@ -410,10 +393,8 @@ def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: s
     B = _decode(fragment_to_matrices(rb, form.b)[:, 0], btype)     # (W, K, N)
     C = _decode(fragment_to_matrices(rc, form.c)[:, 0], ctype)     # (W, M, N)
     if atype in ("s8", "u8"):
-        D = np.einsum("wmk,wkn->wmn", A, B) + C
+        bits = _wrap_s32(np.einsum("wmk,wkn->wmn", A, B) + C)
     else:
-        with np.errstate(invalid="ignore", over="ignore"):
-            D = np.einsum("wmk,wkn->wmn", A, B) + C
-    bits = _encode(D, dtype)
+        bits = tensorcore.mma_sum(A, B, C, atype, ctype, dtype)
     out = matrices_to_fragment(bits[:, None], form.d)
     return out if batched else out[0]

@@ -1,0 +1,90 @@
+"""The arithmetic of a tensor core's floating-point ``mma``, as measured on the H100.
+
+Round-to-nearest after every addition is not what the hardware does, and a learner who compares
+a GPU result with ``numpy`` deserves to know why the last bits differ. Fitted to 1.9 million
+output elements recorded on an H100 (``scripts/collect_mma_rounding.py``; 0 mismatches, see
+``reports/hardware/REPORT.md``), one output element ``d = sum_k a_k * b_k + c`` is computed as:
+
+1. every product ``a_k * b_k`` is exact; its exponent is taken as ``e(a_k) + e(b_k)`` (the
+   exponents of the two inputs, before normalising the product, so a product in [2, 4) keeps
+   the smaller exponent);
+2. all K products and ``c`` are aligned to the largest of those exponents, ``emax``, and each is
+   truncated toward zero to a multiple of ``2**(emax - 25)``;
+3. the truncated terms are added exactly, in one step for the whole K (16 for m16n8k16, 8 for
+   m16n8k8);
+4. the sum is rounded once: toward zero into an f32 accumulator, to nearest-even into f16.
+
+Infinities and NaNs follow IEEE rules (a NaN, ``inf * 0`` or ``inf - inf`` gives the canonical
+NaN); a result that rounds to zero is ``+0``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ALIGN_BITS", "mma_sum", "exponents", "round_f32_toward_zero"]
+
+#: Bits kept below the largest product exponent when the terms are aligned.
+ALIGN_BITS = 25
+#: Smallest normal exponent of each input format (subnormals count as this exponent).
+_EMIN = {"f16": -14, "bf16": -126, "tf32": -126, "f32": -126}
+#: The canonical NaN the GPU writes.
+CANONICAL_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF}
+
+
+def exponents(values: np.ndarray, fmt: str) -> np.ndarray:
+    """Exponent field of each value as the hardware sees it (``-inf`` for zeros)."""
+    mag = np.abs(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log2(mag))
+    e = np.maximum(e, _EMIN[fmt])
+    return np.where(mag == 0, -np.inf, e)
+
+
+def round_f32_toward_zero(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32, truncating the significand; a sum of 2**128 or more is infinite
+    (the exponent overflows), as the tensor core does, rather than the largest finite value."""
+    with np.errstate(over="ignore"):
+        f = x.astype(np.float32)
+    too_far = np.abs(f.astype(np.float64)) > np.abs(x)
+    f = np.where(too_far, np.nextafter(f, np.float32(0)), f).astype(np.float32)
+    return np.where(np.abs(x) >= 2.0**128, np.copysign(np.float32(np.inf), x), f).astype(np.float32)
+
+
+def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str,
+            out_fmt: str) -> np.ndarray:
+    """Bits of ``D = A @ B + C`` for batches ``A (W, M, K)``, ``B (W, K, N)``, ``C (W, M, N)``.
+
+    Inputs are exact float64 values of the operands (tf32 already reduced to 19 bits).
+    Returns ``(W, M, N)`` uint32 holding f32 or f16 bit patterns.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        P = A[:, :, :, None] * B[:, None, :, :]                      # (W, M, K, N), exact
+        pe = exponents(A, in_fmt)[:, :, :, None] + exponents(B, in_fmt)[:, None, :, :]
+        ce = exponents(C, c_fmt)
+        emax = np.maximum(np.where(np.isnan(pe), -np.inf, pe).max(axis=2), ce)
+        emax = np.where(np.isfinite(emax), emax, 0.0)
+        q = np.exp2(emax - ALIGN_BITS)                               # (W, M, N)
+        finite_p = np.isfinite(P)
+        T = np.where(finite_p, np.trunc(np.where(finite_p, P, 0) / q[:, :, None, :]), 0)
+        finite_c = np.isfinite(C)
+        S = (T.sum(axis=2) + np.where(finite_c, np.trunc(np.where(finite_c, C, 0) / q), 0)) * q
+        # IEEE special cases: any NaN or inf*0 -> NaN; +inf and -inf together -> NaN
+        nan = np.isnan(P).any(axis=2) | np.isnan(C)
+        pos = (P == np.inf).any(axis=2) | (C == np.inf)
+        neg = (P == -np.inf).any(axis=2) | (C == -np.inf)
+        nan |= pos & neg
+    if out_fmt == "f32":
+        bits = round_f32_toward_zero(S).view(np.uint32)
+        inf_bits = {True: 0x7F800000, False: 0xFF800000}
+    elif out_fmt == "f16":
+        with np.errstate(over="ignore"):
+            bits = S.astype(np.float16).view(np.uint16).astype(np.uint32)
+        inf_bits = {True: 0x7C00, False: 0xFC00}
+    else:
+        raise ValueError(f"accumulator type {out_fmt} is not a floating-point format")
+    bits = bits.astype(np.uint32)
+    zero_mask = 0x7FFFFFFF if out_fmt == "f32" else 0x7FFF
+    bits = np.where((bits & np.uint32(zero_mask)) == 0, np.uint32(0), bits)    # +0, not -0
+    bits = np.where(pos & ~nan, np.uint32(inf_bits[True]), bits)
+    bits = np.where(neg & ~nan, np.uint32(inf_bits[False]), bits)
+    return np.where(nan, np.uint32(CANONICAL_NAN[out_fmt]), bits).astype(np.uint32)
