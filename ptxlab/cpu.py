@@ -70,13 +70,30 @@ def program_for(source: str, kernel: str, options: Sequence[str] = ()) -> Progra
                 else "the source defines no kernel")
         raise LaunchError(f"no kernel named {kernel!r} in the compiled source (is it declared "
                           f'extern "C" __global__?); {hint}')
-    prog = Program(module, kernel, source_name="kernel.cu", source_text=source)
+    try:
+        prog = Program(module, kernel, source_name="kernel.cu", source_text=source)
+    except PtxSyntaxError as exc:
+        raise CompileError("the PTX of this kernel is invalid", _located_log(module, exc)) from None
     with _lock:
         _decodes += 1
         _programs[key] = prog
         while len(_programs) > _MAX_PROGRAMS:
             _programs.popitem(last=False)
     return prog
+
+
+def _located_log(module, exc: PtxSyntaxError) -> str:
+    """A compiler-style log line (``kernel.cu(LINE): error: ...``) for an invalid PTX statement,
+    pointing at the CUDA line whose inline asm produced it when the line info says so."""
+    line = getattr(exc, "line", None)
+    message = str(exc).split("\n")[0]
+    if line is not None:
+        for fn in module.functions.values():
+            for ins in fn.body:
+                if ins.line == line and ins.loc is not None:
+                    name = module.files.get(ins.loc.file, "kernel.cu").rsplit("/", 1)[-1]
+                    return f"{name}({ins.loc.line}): error: {message}"
+    return f"ptxas: error: {message}"
 
 
 def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem: int = 0,

@@ -32,12 +32,10 @@ CANONICAL_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF}
 
 
 def exponents(values: np.ndarray, fmt: str) -> np.ndarray:
-    """Exponent field of each value as the hardware sees it (``-inf`` for zeros)."""
-    mag = np.abs(values)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.floor(np.log2(mag))
-    e = np.maximum(e, _EMIN[fmt])
-    return np.where(mag == 0, -np.inf, e)
+    """Exponent field of each value as the hardware sees it (``-inf`` for zeros), as float64."""
+    _, e = np.frexp(values)                           # values = m * 2**e with 0.5 <= |m| < 1
+    e = np.maximum(e.astype(np.float64) - 1, _EMIN[fmt])
+    return np.where(values == 0, -np.inf, e)
 
 
 def round_f32_toward_zero(x: np.ndarray) -> np.ndarray:
@@ -50,6 +48,10 @@ def round_f32_toward_zero(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) >= 2.0**128, np.copysign(np.float32(np.inf), x), f).astype(np.float32)
 
 
+#: Warps per chunk in :func:`mma_sum`: keeps the (chunk, M, K, N) temporaries cache-sized.
+_CHUNK = 256
+
+
 def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str,
             out_fmt: str) -> np.ndarray:
     """Bits of ``D = A @ B + C`` for batches ``A (W, M, K)``, ``B (W, K, N)``, ``C (W, M, N)``.
@@ -57,34 +59,44 @@ def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str
     Inputs are exact float64 values of the operands (tf32 already reduced to 19 bits).
     Returns ``(W, M, N)`` uint32 holding f32 or f16 bit patterns.
     """
+    if A.shape[0] > _CHUNK:
+        return np.concatenate([mma_sum(A[i:i + _CHUNK], B[i:i + _CHUNK], C[i:i + _CHUNK],
+                                       in_fmt, c_fmt, out_fmt)
+                               for i in range(0, A.shape[0], _CHUNK)])
     with np.errstate(invalid="ignore", over="ignore"):
         P = A[:, :, :, None] * B[:, None, :, :]                      # (W, M, K, N), exact
-        pe = exponents(A, in_fmt)[:, :, :, None] + exponents(B, in_fmt)[:, None, :, :]
-        ce = exponents(C, c_fmt)
-        emax = np.maximum(np.where(np.isnan(pe), -np.inf, pe).max(axis=2), ce)
+        ea, eb, ce = exponents(A, in_fmt), exponents(B, in_fmt), exponents(C, c_fmt)
+        special = not (np.isfinite(A).all() and np.isfinite(B).all() and np.isfinite(C).all())
+        pe_max = (ea[:, :, :, None] + eb[:, None, :, :]).max(axis=2)
+        emax = np.maximum(np.where(np.isnan(pe_max), -np.inf, pe_max), ce)
         emax = np.where(np.isfinite(emax), emax, 0.0)
-        q = np.exp2(emax - ALIGN_BITS)                               # (W, M, N)
-        finite_p = np.isfinite(P)
-        T = np.where(finite_p, np.trunc(np.where(finite_p, P, 0) / q[:, :, None, :]), 0)
-        finite_c = np.isfinite(C)
-        S = (T.sum(axis=2) + np.where(finite_c, np.trunc(np.where(finite_c, C, 0) / q), 0)) * q
-        # IEEE special cases: any NaN or inf*0 -> NaN; +inf and -inf together -> NaN
-        nan = np.isnan(P).any(axis=2) | np.isnan(C)
-        pos = (P == np.inf).any(axis=2) | (C == np.inf)
-        neg = (P == -np.inf).any(axis=2) | (C == -np.inf)
-        nan |= pos & neg
+        shift = (ALIGN_BITS - emax).astype(np.int64)                # scale to the truncation grid
+        if special:
+            finite_p, finite_c = np.isfinite(P), np.isfinite(C)
+            Pf, Cf = np.where(finite_p, P, 0.0), np.where(finite_c, C, 0.0)
+        else:
+            Pf, Cf = P, C
+        T = np.trunc(np.ldexp(Pf, shift[:, :, None, :])).sum(axis=2)
+        S = np.ldexp(T + np.trunc(np.ldexp(Cf, shift)), -shift)
+        if special:   # IEEE: a NaN or inf*0 gives NaN; +inf and -inf together give NaN
+            nan = np.isnan(P).any(axis=2) | np.isnan(C)
+            pos = (P == np.inf).any(axis=2) | (C == np.inf)
+            neg = (P == -np.inf).any(axis=2) | (C == -np.inf)
+            nan |= pos & neg
     if out_fmt == "f32":
         bits = round_f32_toward_zero(S).view(np.uint32)
-        inf_bits = {True: 0x7F800000, False: 0xFF800000}
+        inf_bits = (0x7F800000, 0xFF800000)
     elif out_fmt == "f16":
         with np.errstate(over="ignore"):
-            bits = S.astype(np.float16).view(np.uint16).astype(np.uint32)
-        inf_bits = {True: 0x7C00, False: 0xFC00}
+            bits = S.astype(np.float16).view(np.uint16)
+        inf_bits = (0x7C00, 0xFC00)
     else:
         raise ValueError(f"accumulator type {out_fmt} is not a floating-point format")
     bits = bits.astype(np.uint32)
-    zero_mask = 0x7FFFFFFF if out_fmt == "f32" else 0x7FFF
-    bits = np.where((bits & np.uint32(zero_mask)) == 0, np.uint32(0), bits)    # +0, not -0
-    bits = np.where(pos & ~nan, np.uint32(inf_bits[True]), bits)
-    bits = np.where(neg & ~nan, np.uint32(inf_bits[False]), bits)
-    return np.where(nan, np.uint32(CANONICAL_NAN[out_fmt]), bits).astype(np.uint32)
+    zero_mask = np.uint32(0x7FFFFFFF if out_fmt == "f32" else 0x7FFF)
+    bits[(bits & zero_mask) == 0] = 0                                # +0, never -0
+    if special:
+        bits = np.where(pos & ~nan, np.uint32(inf_bits[0]), bits)
+        bits = np.where(neg & ~nan, np.uint32(inf_bits[1]), bits)
+        bits = np.where(nan, np.uint32(CANONICAL_NAN[out_fmt]), bits)
+    return bits.astype(np.uint32)
