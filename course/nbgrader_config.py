@@ -3,7 +3,13 @@
 Assignments are the folders of ``source/``; each holds one notebook, generated from its text form
 in ``text/`` by ``scripts/course_build.py``. Learner code only calls the ``ptxlab`` package, so a
 released notebook needs nothing beside it.
+
+The grading settings (sandboxed kernels, time and memory limits, isolated kernel launches) live
+in ``autograder/nbgrader_config.py``; they are loaded at the end when that file is found beside
+this folder or at ``$PTXLAB_GRADING_CONFIG``, so the stock ``nbgrader autograde`` grades with
+them too. A copy of this file elsewhere, without either, is plain nbgrader.
 """
+import os
 from pathlib import Path
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
@@ -20,5 +26,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Kernel cells run on the CPU model where there is no GPU; leave them time.
-c.Execute.timeout = 600
+_grading = Path(os.environ.get("PTXLAB_GRADING_CONFIG") or HERE.parent / "autograder" / "nbgrader_config.py")
+if _grading.is_file():
+    load_subconfig(str(_grading))  # noqa: F821 - provided by nbgrader when it loads this file
+
+# Kernel cells run on the CPU model where there is no GPU; leave them time (a cell's limit for
+# the grader can still be set with PTXLAB_CELL_TIMEOUT_S).
+c.Execute.timeout = int(os.environ.get("PTXLAB_CELL_TIMEOUT_S") or 600)

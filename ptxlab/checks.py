@@ -31,7 +31,7 @@ from .exercises.tiles import Placement, Tile
 __all__ = [
     "CheckResult", "LaneDiff", "AddressTask", "check_addresses", "check_fragment",
     "check_choice", "evaluate_lanes", "not_implemented", "combine", "NOT_IMPLEMENTED",
-    "is_unfinished_source", "check_kernel_outputs",
+    "is_unfinished_source", "check_kernel_outputs", "check_tile_outputs",
 ]
 
 NOT_IMPLEMENTED = "not implemented yet"
@@ -575,3 +575,67 @@ def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, 
     return CheckResult(name, False, 1.0 - n_bad / bad.size,
                        f"{n_bad} of {bad.size} output words differ from the emulator{where_backend}",
                        diffs=diffs, wrong_lanes=wrong_lanes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrices a kernel stored to memory
+# ---------------------------------------------------------------------------------------------
+
+def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
+                       describe_value: Callable[[int], str] | None = None, what: str = "tile",
+                       row_names: Callable[[int], str] | None = None,
+                       unwritten: int | None = None,
+                       mistakes: Sequence[tuple[np.ndarray | None, str]] = (),
+                       backend: str = "") -> CheckResult:
+    """Compare a matrix of 16-bit values that a kernel stored, ``(rows, cols)``, with the
+    emulator's; name each wrong cell by its place and by the element it holds.
+
+    A store goes wrong a whole row at a time (a row address is one lane's), so whole rows are
+    recognised too: a row still holding ``unwritten`` (the kernel's fill value) was never
+    stored; a row holding another row's data names that row through ``row_names``. ``mistakes``
+    are the tiles that known wrong kernels store (computed with the emulator), with advice.
+    """
+    exp = np.asarray(exp_tile).astype(np.uint16)
+    got = np.asarray(got_tile).astype(np.uint16).reshape(exp.shape)
+    bad = got != exp
+    where_backend = f" on {backend}" if backend else ""
+    if not bad.any():
+        return CheckResult(name, True, 1.0, f"all {exp.size} stored elements match the emulator"
+                           + where_backend)
+    name_of = describe_value or (lambda v: f"0x{int(v):04x}")
+    diffs = [LaneDiff(-1, name_of(int(got[r, c])), name_of(int(exp[r, c])), where=f"{what}[{r}][{c}]")
+             for r, c in zip(*np.nonzero(bad))]
+    advice = next(([text] for tile, text in mistakes
+                   if tile is not None and np.array_equal(np.asarray(tile).astype(np.uint16), got)),
+                  None)
+    if advice is None:
+        advice = _tile_row_advice(got, exp, bad, what, row_names, unwritten)
+    wrong_rows = sorted({int(r) for r in np.nonzero(bad)[0]})
+    n_bad = int(bad.sum())
+    return CheckResult(name, False, 1.0 - n_bad / bad.size,
+                       f"{n_bad} of {bad.size} stored elements differ from the emulator"
+                       f"{where_backend}, in rows {_lanes_text(wrong_rows)} of the {what}",
+                       diffs=diffs, advice=advice, details={"wrong_rows": wrong_rows})
+
+
+def _tile_row_advice(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, what: str,
+                     row_names: Callable[[int], str] | None, unwritten: int | None) -> list[str]:
+    """Whole-row patterns of a wrong stored matrix: rows never written, rows in the wrong place."""
+    advice: list[str] = []
+    rows = sorted({int(r) for r in np.nonzero(bad)[0]})
+    empty = [r for r in rows if unwritten is not None and np.all(got[r] == unwritten)]
+    if empty:
+        advice.append(f"rows {_lanes_text(empty)} of the {what} were never written: no lane's "
+                      "row address points at them")
+    where_from = {exp[r].tobytes(): r for r in range(exp.shape[0])}
+    moved = [(r, where_from[got[r].tobytes()]) for r in rows
+             if r not in empty and got[r].tobytes() in where_from]
+    if moved:
+        r, src = moved[0]
+        who = f" ({row_names(src)})" if row_names else ""
+        advice.append(f"{len(moved)} row(s) hold another row's data: row {r} of the {what} holds "
+                      f"row {src}{who}; check which row each lane's address points at")
+    if exp.shape[0] == exp.shape[1] and np.array_equal(got, exp.T):
+        advice.append(f"the {what} came out transposed: one transposition too many or too few "
+                      "(.trans and movmatrix each turn every 8x8 block around)")
+    return advice

@@ -364,3 +364,39 @@ def bank_table_html(addresses: Sequence[int], *, bytes_per_lane: int = 16, banks
         out.append("</tr>")
     out.append("</table>")
     return Html("".join(out))
+
+
+def id_grid_html(ids: np.ndarray, *, text: np.ndarray | None = None, title: str | None = None,
+                 marked: np.ndarray | None = None, clash: np.ndarray | None = None,
+                 tooltips: np.ndarray | None = None, row_label: str = "",
+                 col_label: str = "", col_names: Sequence[str] | None = None) -> Html:
+    """A grid of cells coloured by an id (a 16-byte chunk of a tile, a warp...), not by a lane.
+
+    ``ids`` (2-D ints, -1 for an empty cell) pick the colours (one hue per id); ``text`` is what
+    each cell shows (default: the id); ``marked`` outlines cells (e.g. the ones one instruction
+    reads); ``clash`` draws cells red (e.g. a bank conflict); ``col_names`` replaces the column
+    numbers in the header.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError(f"id_grid_html draws 2-D grids, got shape {ids.shape}")
+    rows, cols = ids.shape
+    heads = list(col_names) if col_names is not None else list(range(cols))
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>",
+           _th(f"{row_label}\\{col_label}" if (row_label or col_label) else "")]
+    out += [_th(h) for h in heads]
+    out.append("</tr>")
+    for r in range(rows):
+        out.append(f"<tr>{_th(r)}")
+        for c in range(cols):
+            i = int(ids[r, c])
+            bg = lane_color(4 * i) if i >= 0 else None
+            border = "#000" if marked is not None and bool(marked[r, c]) else None
+            if clash is not None and bool(clash[r, c]):
+                bg, border = WRONG_BG, WRONG_BORDER
+            shown = text[r, c] if text is not None else (i if i >= 0 else "")
+            tip = str(tooltips[r, c]) if tooltips is not None else None
+            out.append(_td(shown, bg=bg, border=border, title=tip, bold=border is not None))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))

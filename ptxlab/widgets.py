@@ -28,6 +28,9 @@ ARRANGEMENTS: dict[str, tuple[Callable[[int], tiles.Placement], int | None, bool
     "B of m16n8k16 stored row-major (.trans)": (lambda n: tiles.mma_b_row_major(), 2, True),
     "B of m16n8k16 stored column-major": (lambda n: tiles.mma_b_col_major(), 2, False),
     "C/D f16 of m16n8k16 (stmatrix)": (lambda n: tiles.mma_cd_f16(), 2, False),
+    "C/D f16 of m16n8k16 stored column-major (stmatrix .trans)":
+        (lambda n: tiles.mirrored(tiles.mma_cd_f16()), 2, True),
+    "16x16 tile transposed (A's blocks mirrored)": (lambda n: tiles.mirrored(tiles.mma_a()), 4, False),
 }
 
 _SAFE_BUILTINS = {"abs": abs, "min": min, "max": max, "int": int, "divmod": divmod,
@@ -214,7 +217,10 @@ class AddressTable:
             self.status.value = ""
         instr = (f"{self.instruction}.sync.aligned.m8n8.x{self.placement().num}"
                  f"{'.trans' if self.trans.value else ''}.shared.b16")
-        table = render.address_table_html(rows, title=instr)
+        # stmatrix moves data the other way: a row address says where registers go
+        receivers = "row lands in lanes" if self.instruction == "ldmatrix" else "row comes from lanes"
+        table = render.address_table_html(rows, title=instr, columns=[
+            ("lane", "lane"), ("address", "address"), ("role", "gives"), ("receivers", receivers)])
         parts = [table]
         if self.show_memory:
             parts.append(self._memory_picture(rows))
@@ -337,7 +343,7 @@ class FragmentMap:
                               style={"description_width": "80px"})
         self.status = w.HTML()
         self.output = w.HTML()
-        self.lane_view = w.HTML()
+        self.lane_view = w.HTML(layout=w.Layout(flex="0 0 auto"))  # never squeezed by the map
         for ctl in (self.kind, self.num, self.trans, self.mma, self.lane, self.formula):
             ctl.observe(lambda change: self.refresh(), names="value")
         self.widget = w.VBox([w.HBox([self.kind, self.mma]), w.HBox([self.num, self.trans]),
@@ -434,7 +440,8 @@ class BankView:
                                     description="row bytes")
         self.pad = w.BoundedIntText(value=0, min=0, max=64, step=16, description="padding (B)")
         self.chunk = w.BoundedIntText(value=column_chunk, min=0, max=15,
-                                      description="column chunk")
+                                      description="column chunk",
+                                      style={"description_width": "initial"})
         self.num = w.ToggleButtons(options=[(".x1", 1), (".x2", 2), (".x4", 4)], value=num,
                                    description=".num", style={"button_width": "52px"})
         text = swizzle if isinstance(swizzle, str) else ""
@@ -460,7 +467,7 @@ class BankView:
             row = lane % (8 * int(self.num.value))
             chunk = int(self.chunk.value) % chunks_per_row
             if src is not None:
-                names = {"row": row, "chunk": chunk}
+                names = {"row": row, "chunk": chunk, "chunks": chunks_per_row}
                 v, e = (_call_flexible(src, names) if callable(src) and not isinstance(src, str)
                         else evaluate_formula(src, names))
                 iv = _as_int(v)

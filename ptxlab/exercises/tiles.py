@@ -159,6 +159,17 @@ def mma_cd_f16(shape: str = "m16n8k16") -> Placement:
                      f"the {form.m}x{form.n} f16 accumulator of {shape}")
 
 
+def mirrored(placement: Placement) -> Placement:
+    """Every matrix of ``placement`` moved across the tile's diagonal (origin (r, c) -> (c, r)).
+
+    Transposing a tile block by block (movmatrix, or a .trans load or store) turns each 8x8
+    block around in place; the blocks must then also trade places, and this is where they go.
+    """
+    return Placement(f"{placement.name} mirrored", tuple((c, r) for r, c in placement.origins),
+                     placement.cols, placement.rows,
+                     f"the transposed blocks of {placement.what}, each at its mirrored place")
+
+
 PLACEMENTS = {
     "stacked": stacked,
     "side by side": side_by_side,

@@ -1,0 +1,377 @@
+"""The capstone as the course notebooks show it: tiling tables, kernel excerpts, a correctness
+run at small sizes on whatever backend is here, and performance figures.
+
+Performance is measured afresh (a short run of :mod:`ptxlab.bench.runs`) where a GPU that can run
+the kernels is present; everywhere else the committed H100 report (``reports/capstone/``) is shown,
+with its device and date, and labelled as committed figures rather than a measurement of this
+machine. Notebooks call these functions; none of this logic lives in a notebook.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import render, sources
+from .kernels import GEMM_BEST, TRANSPOSE_BEST, GemmConfig
+
+__all__ = ["REPORT_DIR", "committed_report", "gemm_tiling", "tiling_html", "warp_map_html",
+           "kernel_excerpt", "check_kernels", "performance", "fresh_results",
+           "comparison_rows", "bank_study_html", "PerformanceView", "KernelChecks"]
+
+#: The committed benchmark report of the repository (``ptxlab bench`` on an H100).
+REPORT_DIR = Path(__file__).resolve().parents[2] / "reports" / "capstone"
+_REPORT_ENV = "PTXLAB_CAPSTONE_REPORT"
+
+
+def _report_dir(folder: Path | str | None) -> Path:
+    if folder is not None:
+        return Path(folder)
+    return Path(os.environ.get(_REPORT_ENV, REPORT_DIR))
+
+
+def committed_report(folder: Path | str | None = None) -> dict:
+    """The committed ``report.json`` (raises ``FileNotFoundError`` naming the folder)."""
+    path = _report_dir(folder) / "report.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no committed capstone report at {path} (it lives in the "
+                                "repository's reports/capstone/, not in an installed package)")
+    return json.loads(path.read_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# How the GEMM is tiled
+# ---------------------------------------------------------------------------------------------
+
+def gemm_tiling(cfg: GemmConfig) -> dict[str, object]:
+    """The numbers behind one GEMM configuration, derived from its tile parameters."""
+    wtm, wtn = cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n
+    mt, nt, ks = wtm // 16, wtn // 8, cfg.bk // 16
+    stage = (cfg.bm * cfg.bk + cfg.bk * cfg.bn) * 2
+    chunks = (cfg.bm * cfg.bk + cfg.bk * cfg.bn) // 8
+    return {
+        "block tile (BM x BN, k-tile BK)": f"{cfg.bm} x {cfg.bn}, BK = {cfg.bk}",
+        "warps (M x N) / threads": f"{cfg.warps_m} x {cfg.warps_n} / {cfg.threads}",
+        "warp tile": f"{wtm} x {wtn}",
+        "mma tiles per warp (m16 x n8)": f"{mt} x {nt} = {mt * nt}",
+        "k16 steps per k-tile": ks,
+        "mma.sync per warp per k-tile": mt * nt * ks,
+        "ldmatrix.x4 per warp per k16 step (A + B)": f"{mt} + {nt // 2}",
+        "fp32 accumulators per thread": mt * nt * 4,
+        "shared memory per stage": f"{stage // 1024} KiB ({stage} B)",
+        "cp.async stages / total": f"{cfg.stages} / {cfg.stages * stage // 1024} KiB",
+        "16-byte cp.async per thread per stage": chunks // cfg.threads,
+    }
+
+
+def tiling_html(*configs: tuple[str, GemmConfig]) -> render.Html:
+    """A table of :func:`gemm_tiling` for named configurations, side by side."""
+    table = [(name, gemm_tiling(cfg)) for name, cfg in configs]
+    keys = list(table[0][1])
+    out = ['<table style="border-collapse:collapse;font-size:12px">',
+           '<tr><th style="text-align:left;padding:2px 8px"></th>']
+    out += [f'<th style="padding:2px 8px">{render._esc(n)}</th>' for n, _ in table]
+    out.append("</tr>")
+    for k in keys:
+        out.append(f'<tr><td style="text-align:left;padding:2px 8px">{render._esc(k)}</td>')
+        out += [f'<td style="padding:2px 8px;text-align:right">{render._esc(t[k])}</td>'
+                for _, t in table]
+        out.append("</tr>")
+    out.append("</table>")
+    return render.Html("".join(out))
+
+
+def warp_map_html(cfg: GemmConfig) -> render.Html:
+    """The block tile of C cut into m16 x n8 mma tiles, each labelled with the warp that owns it
+    (warp w = wm * WARPS_N + wn, as gemm.cu numbers them)."""
+    wtm, wtn = cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n
+    rows, cols = cfg.bm // 16, cfg.bn // 8
+    ids = np.zeros((rows, cols), dtype=np.int64)
+    tips = np.empty((rows, cols), dtype=object)
+    for i in range(rows):
+        for j in range(cols):
+            wm, wn = (16 * i) // wtm, (8 * j) // wtn
+            ids[i, j] = wm * cfg.warps_n + wn
+            tips[i, j] = (f"C rows {16 * i}-{16 * i + 15}, cols {8 * j}-{8 * j + 7}: warp "
+                          f"{ids[i, j]}, acc[{(16 * i % wtm) // 16}][{(8 * j % wtn) // 8}]")
+    return render.id_grid_html(ids, tooltips=tips, row_label="m16", col_label="n8",
+                               title=f"{cfg.bm} x {cfg.bn} block tile: the warp that owns each "
+                               "16 x 8 mma tile (hover: which acc[i][j])")
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel source excerpts
+# ---------------------------------------------------------------------------------------------
+
+class SourceExcerpt(str):
+    """CUDA text that a notebook shows as a highlighted code block."""
+
+    def _repr_markdown_(self) -> str:
+        return f"```c++\n{self}\n```"
+
+
+def kernel_excerpt(relative: str, start: str, end: str | None = None, *,
+                   max_lines: int = 40, occurrence: int = 1) -> SourceExcerpt:
+    """Lines of ``kernels/<relative>`` from the ``occurrence``-th one containing ``start`` to
+    the first later one containing ``end`` (inclusive), at most ``max_lines``: the notebook
+    quotes the real kernel, so the quote cannot drift from the code that was measured."""
+    lines = sources.read_kernel(relative).splitlines()
+    hits = [i for i, line in enumerate(lines) if start in line]
+    if len(hits) < occurrence:
+        raise ValueError(f"{relative} has {len(hits)} line(s) containing {start!r}, not "
+                         f"{occurrence}")
+    first = hits[occurrence - 1]
+    last = first + max_lines - 1
+    if end is not None:
+        last = next((i for i in range(first + 1, len(lines)) if end in lines[i]), last)
+    chunk = lines[first:min(last, first + max_lines - 1) + 1]
+    code = [l for l in chunk if l.strip() and not l.lstrip().startswith("#")]
+    indent = min((len(l) - len(l.lstrip()) for l in code), default=0)
+    return SourceExcerpt("\n".join(l[min(indent, len(l) - len(l.lstrip())):] for l in chunk))
+
+
+# ---------------------------------------------------------------------------------------------
+# Correctness of the real kernels at small sizes
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class KernelCheck:
+    name: str
+    device: str
+    seconds: float
+    problem: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+class KernelChecks(list):
+    """:class:`KernelCheck` rows; shows as a table, ``bool()`` says whether all passed."""
+
+    def __bool__(self) -> bool:
+        return bool(len(self)) and all(c.ok for c in self)
+
+    def _repr_html_(self) -> str:
+        out = ['<table style="border-collapse:collapse;font-size:12px">',
+               "<tr>" + "".join(f'<th style="padding:2px 8px;text-align:left">{h}</th>'
+                                for h in ("kernel", "ran on", "seconds", "result")) + "</tr>"]
+        for c in self:
+            colour = "#1a7f37" if c.ok else "#c00000"
+            out.append(f'<tr><td style="padding:2px 8px">{render._esc(c.name)}</td>'
+                       f'<td style="padding:2px 8px">{render._esc(c.device)}</td>'
+                       f'<td style="padding:2px 8px;text-align:right">{c.seconds:.1f}</td>'
+                       f'<td style="padding:2px 8px;color:{colour}">'
+                       f'{render._esc("correct" if c.ok else c.problem)}</td></tr>')
+        out.append("</table>")
+        return "".join(out)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{'ok ' if c.ok else 'BAD'} {c.name} [{c.device}, {c.seconds:.1f} s]"
+                         + ("" if c.ok else f": {c.problem}") for c in self)
+
+
+def check_kernels(backend: str = "auto", *, small: bool = True, seed: int = 0,
+                  only: str | None = None) -> KernelChecks:
+    """Run every capstone kernel variant (:func:`ptxlab.bench.cases.kernel_cases`) once on
+    ``backend`` and compare with the reference (fp64 product, exact transpose). ``only``
+    keeps the cases whose name contains it."""
+    from . import cases
+
+    out = KernelChecks()
+    for case in cases.kernel_cases(np.random.default_rng(seed), small=small):
+        if only and only not in case.name:
+            continue
+        start = time.perf_counter()
+        try:
+            res = case.launch(backend)
+            problem = cases.check_output(case, res.outputs[case.compare[0]])
+            device = res.device
+        except Exception as exc:  # a missing backend or a fault becomes a row, not a traceback
+            problem, device = f"{type(exc).__name__}: {exc}", "-"
+        out.append(KernelCheck(case.name, device, time.perf_counter() - start, problem))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Performance: fresh on a GPU, committed otherwise
+# ---------------------------------------------------------------------------------------------
+
+def comparison_rows(res: dict) -> list[dict]:
+    """One row per measured kernel and size: ours against its references, from results in the
+    ``report.json`` format (the committed report or :func:`fresh_results`)."""
+    rows = []
+    cublas = {r["m"]: r["tflops"] for r in res.get("cublas", [])}
+    peak = (res.get("mma_peak") or {}).get("tflops")
+    for r in res.get("gemm", []):
+        cb = cublas.get(r["m"])
+        rows.append({
+            "what": f"GEMM {r['variant']}", "size": f"{r['m']}^3",
+            "ours": f"{r['tflops']:.0f} TFLOP/s",
+            "ref1": f"cuBLAS {cb:.0f} TFLOP/s" if cb else "-",
+            "ratio1": r["tflops"] / cb if cb else None,
+            "ref2": f"mma.sync ceiling {peak:.0f} TFLOP/s" if peak else "-",
+            "ratio2": r["tflops"] / peak if peak else None,
+            "correct": bool(r.get("correct")),
+        })
+    copies = {r["bytes"]: r["tbps"] for r in res.get("copy", [])}
+    cupy_t = {r["rows"]: r["tbps"] for r in res.get("cupy_transpose", [])}
+    for r in res.get("transpose", []):
+        cp_ = copies.get(r["rows"] * r["cols"] * 2)
+        ct = cupy_t.get(r["rows"])
+        rows.append({
+            "what": f"transpose fp16 ({r['config']})", "size": f"{r['rows']}^2",
+            "ours": f"{r['tbps']:.2f} TB/s",
+            "ref1": f"copy {cp_:.2f} TB/s" if cp_ else "-",
+            "ratio1": r["tbps"] / cp_ if cp_ else None,
+            "ref2": f"cupy a.T {ct:.3f} TB/s" if ct else "-",
+            "ratio2": r["tbps"] / ct if ct else None,
+            "correct": bool(r.get("correct")),
+        })
+    return rows
+
+
+def _device_text(dev: dict) -> str:
+    extra = [x for x in (dev.get("sm"), f"{dev['multiprocessors']} SMs"
+                         if dev.get("multiprocessors") else None) if x]
+    return f"{dev.get('name', '?')}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+@dataclass
+class PerformanceView:
+    """Figures to show: measured now, or the committed report (``measured_now`` False)."""
+
+    measured_now: bool
+    device: str
+    date: str
+    rows: list[dict]
+    note: str
+    images: list[Path] = field(default_factory=list)
+
+    def _ratio(self, x) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    def __str__(self) -> str:
+        lines = [self.note, ""]
+        lines.append(f"{'kernel':<46} {'size':>8} {'ours':>14}  {'reference':<22} {'ratio':>5}  "
+                     f"{'second reference':<30} {'ratio':>5}")
+        for r in self.rows:
+            lines.append(f"{r['what']:<46} {r['size']:>8} {r['ours']:>14}  {r['ref1']:<22} "
+                         f"{self._ratio(r['ratio1']):>5}  {r['ref2']:<30} "
+                         f"{self._ratio(r['ratio2']):>5}" + ("" if r["correct"] else "  WRONG"))
+        if self.images:
+            lines.append("plots: " + ", ".join(str(p) for p in self.images))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        colour = "#1a7f37" if self.measured_now else "#8a5a00"
+        note = re.sub(r"`([^`]*)`", r"<code>\1</code>", render._esc(self.note))
+        out = [f'<p style="color:{colour};font-weight:600">{note}</p>',
+               '<table style="border-collapse:collapse;font-size:12px">', "<tr>"]
+        out += [f'<th style="padding:2px 8px;text-align:left">{h}</th>' for h in
+                ("kernel", "size", "ours", "reference", "ratio", "second reference", "ratio",
+                 "correct")]
+        out.append("</tr>")
+        for r in self.rows:
+            cells = (r["what"], r["size"], r["ours"], r["ref1"], self._ratio(r["ratio1"]),
+                     r["ref2"], self._ratio(r["ratio2"]), "yes" if r["correct"] else "NO")
+            out.append("<tr>" + "".join(f'<td style="padding:2px 8px">{render._esc(c)}</td>'
+                                        for c in cells) + "</tr>")
+        out.append("</table>")
+        for p in self.images:
+            data = base64.b64encode(Path(p).read_bytes()).decode()
+            out.append(f'<img style="max-width:640px;margin:6px" alt="{render._esc(p.name)}" '
+                       f'src="data:image/png;base64,{data}">')
+        return "".join(out)
+
+
+def fresh_results(gemm_sizes=(2048, 4096), transpose_sizes=(4096, 8192), *,
+                  runs=None) -> dict:
+    """A short benchmark on this GPU in the ``report.json`` format: our GEMM (the benchmarked
+    configuration, B row-major, f16 out) against cuBLAS, our transpose against a device copy
+    and ``cupy.ascontiguousarray(a.T)``. Each kernel is checked before it is timed."""
+    if runs is None:
+        from . import runs
+    res: dict = {"device": runs.device_info(),
+                 "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+                 "gemm": [], "cublas": [], "transpose": [], "copy": [], "cupy_transpose": []}
+    for n in gemm_sizes:
+        res["cublas"].append(runs.cublas_run(n, n, n, sets=2))
+        res["gemm"].append(runs.gemm_run(GEMM_BEST, n, n, n, sets=2))
+    for n in transpose_sizes:
+        res["copy"].append(runs.copy_run(n * n * 2))
+        res["cupy_transpose"].append(runs.cupy_transpose_run(n, n))
+        res["transpose"].append(runs.transpose_run(TRANSPOSE_BEST, n, n))
+    return res
+
+
+def _committed_view(folder: Path | str | None, why: str) -> PerformanceView:
+    try:
+        res = committed_report(folder)
+    except FileNotFoundError as exc:
+        return PerformanceView(False, "-", "-", [], f"{why}; and {exc}")
+    where = _report_dir(folder)
+    images = [where / p for p in ("gemm_tflops.png", "transpose_bandwidth.png")
+              if (where / p).exists()]
+    device = _device_text(res["device"])
+    note = (f"Committed figures, not measured on this machine: {device}, "
+            f"{res['date']} UTC, `{res['command'].strip()}` (reports/capstone/REPORT.md). "
+            f"Shown because {why}.")
+    return PerformanceView(False, device, res["date"], comparison_rows(res), note, images)
+
+
+def performance(*, fresh: bool | None = None, gemm_sizes=(2048, 4096),
+                transpose_sizes=(4096, 8192), folder: Path | str | None = None) -> PerformanceView:
+    """Performance of the capstone kernels: measured now when a GPU that runs them is here
+    (``fresh=None``: decide automatically), else the committed H100 report, labelled so."""
+    from .cli import gpu_problem
+
+    problem = gpu_problem()
+    if fresh is False:
+        return _committed_view(folder, "a fresh measurement was not asked for")
+    if problem is not None:
+        return _committed_view(folder, f"there is no GPU to measure on here ({problem})")
+    res = fresh_results(gemm_sizes, transpose_sizes)
+    device = _device_text(res["device"])
+    note = (f"Measured now on {device}, {res['date']} UTC: a short run (medians of CUDA-event "
+            "timings); `ptxlab bench` measures more sizes and variants.")
+    return PerformanceView(True, device, res["date"], comparison_rows(res), note)
+
+
+def bank_study_html(folder: Path | str | None = None) -> render.Html:
+    """The bank-conflict study: the bank model's prediction, recomputed now, against the
+    Nsight Compute counters committed from the H100 run."""
+    from . import bank_study
+
+    predicted = {p["layout"]: p for p in bank_study.predictions()}
+    try:
+        res = committed_report(folder)
+        rows = res.get("bank_study", {}).get("rows", [])
+        when = f"{_device_text(res['device'])}, {res['date']} UTC"
+    except FileNotFoundError:
+        rows, when = [], "not available in this installation"
+    head = ("layout", "ldmatrix wavefronts: model / ncu", "ldmatrix conflicts: model / ncu",
+            "16-byte fill wavefronts: model / ncu", "agree")
+    out = [f'<table style="border-collapse:collapse;font-size:12px">'
+           f'<caption style="text-align:left;font-weight:600">ptxlab.banks (computed now) vs '
+           f'Nsight Compute ({render._esc(when)})</caption><tr>']
+    out += [f'<th style="padding:2px 8px;text-align:left">{h}</th>' for h in head]
+    out.append("</tr>")
+    measured = {r["layout"]: r.get("measured") or {} for r in rows}
+    for name, p in predicted.items():
+        m = measured.get(name, {})
+        keys = ("ld_wavefronts", "ld_conflicts", "st_wavefronts")
+        agree = all(m.get(k) == p[k] for k in keys if k in m) if m else None
+        cells = (name, *(f"{p[k]} / {m.get(k, '-')}" for k in keys),
+                 "-" if agree is None else ("yes" if agree else "NO"))
+        out.append("<tr>" + "".join(f'<td style="padding:2px 8px">{render._esc(c)}</td>'
+                                    for c in cells) + "</tr>")
+    out.append("</table>")
+    return render.Html("".join(out))
