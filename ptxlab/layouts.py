@@ -12,7 +12,7 @@ two neighbouring elements per 32-bit register.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -47,9 +47,13 @@ class FragmentLayout:
     def elems_per_reg(self) -> int:
         return int(self.coords.shape[2])
 
-    @property
+    @cached_property
     def owners(self) -> np.ndarray:
-        return _owners(self)
+        """``(matrices, rows, cols, 3)``: the ``(lane, reg, elem)`` holding each element
+        (computed once per layout; read-only, as every caller shares it)."""
+        table = _owners(self)
+        table.setflags(write=False)
+        return table
 
     def element(self, lane: int, reg: int, elem: int) -> tuple[int, int, int]:
         """``(matrix, row, col)`` of element ``elem`` of register ``reg`` of ``lane``."""
