@@ -97,8 +97,11 @@ def _probe() -> GpuStatus:
     try:
         cupy = _import_cupy()
     except ImportError:
-        return GpuStatus(False, "CuPy is not installed (pip install 'ptxlab[gpu]', i.e. "
-                                "cupy-cuda12x, for a CUDA 12 driver)")
+        if not _driver_present():
+            return GpuStatus(False, "no NVIDIA GPU driver on this machine")
+        return GpuStatus(False, "an NVIDIA driver is here but CuPy is not installed "
+                                "(pip install cupy-cuda12x for a CUDA 12 driver, cupy-cuda13x "
+                                "for CUDA 13; ./lab setup picks the right one)")
     except Exception as exc:  # a half-installed CuPy raises all sorts of things
         return GpuStatus(False, f"CuPy failed to import: {type(exc).__name__}: {_one_line(exc)}")
     version = getattr(cupy, "__version__", "?")
@@ -134,6 +137,21 @@ def _probe() -> GpuStatus:
     missing = [k for k, ok in supported.items() if not ok]
     note = f"; lacks {', '.join(missing)}" if missing else "; every instruction of the course"
     return GpuStatus(True, f"GPU {label}, CuPy {version}, driver CUDA {driver}{note}", **base)
+
+
+def _driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver at all (its CUDA library loads)."""
+    import ctypes
+    import sys
+
+    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.dylib")
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def _no_device_message(exc: BaseException) -> str:

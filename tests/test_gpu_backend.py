@@ -152,8 +152,21 @@ def test_status_without_cupy(monkeypatch, use_fake):
         raise ImportError("No module named 'cupy'")
     use_fake(None)
     monkeypatch.setattr(gpu, "_import_cupy", missing)
+    monkeypatch.setattr(gpu, "_driver_present", lambda: True)
     st = gpu.status(refresh=True)
     assert not st.available and "CuPy is not installed" in st.message
+    assert "cupy-cuda12x" in st.message and "\n" not in st.message
+
+
+def test_status_without_cupy_or_driver_says_there_is_no_gpu(monkeypatch, use_fake):
+    """A laptop with no NVIDIA GPU is not told to install CuPy."""
+    def missing():
+        raise ImportError("No module named 'cupy'")
+    use_fake(None)
+    monkeypatch.setattr(gpu, "_import_cupy", missing)
+    monkeypatch.setattr(gpu, "_driver_present", lambda: False)
+    st = gpu.status(refresh=True)
+    assert not st.available and st.message == "no NVIDIA GPU driver on this machine"
 
 
 def test_status_can_be_disabled(monkeypatch, use_fake):
