@@ -1,21 +1,27 @@
 """Grading settings of PTX Matrix Lab, loaded on top of the course's own nbgrader_config.py.
 
-Load it from the course config (``load_subconfig``), or install it as the grading account's
-``~/.jupyter/nbgrader_config.py``; ``ptxlab grade`` always loads it. Every setting can be
-changed by environment variables, so one file serves the server, CI and a laptop:
+``course/nbgrader_config.py`` loads this file when it finds it beside the course (or where
+``$PTXLAB_GRADING_CONFIG`` points), so stock ``nbgrader autograde`` in the course root grades
+with it; ``ptxlab grade`` always loads it. Every setting can be changed by environment
+variables, so one file serves the server, CI and a laptop:
 
-=============================  =======  ===================================================
-variable                       default  meaning
-=============================  =======  ===================================================
-``PTXLAB_SANDBOX``             bwrap    ``bwrap``: learner kernels run in the sandbox;
-                                        ``none``: limits only (trusted notebooks, no bwrap)
-``PTXLAB_CELL_TIMEOUT_S``      120      wall-clock limit of one notebook cell
-``PTXLAB_KERNEL_MEMORY_MB``    4096     address-space limit of a notebook's kernel
-``PTXLAB_LAUNCH_TIMEOUT_S``    60       wall-clock limit of one learner kernel launch
-``PTXLAB_LAUNCH_MEMORY_MB``    4096     resident memory of one isolated kernel launch
-``PTXLAB_SANDBOX_HIDE``                 more paths the sandbox must hide (``:``-separated)
-``PTXLAB_GRADING_GPU``         1        ``0`` keeps the GPU out of the sandbox
-=============================  =======  ===================================================
+================================  =======  ===================================================
+variable                          default  meaning
+================================  =======  ===================================================
+``PTXLAB_SANDBOX``                bwrap    ``bwrap``: learner kernels run in the sandbox;
+                                           ``none``: limits only (trusted notebooks, no bwrap)
+``PTXLAB_CELL_TIMEOUT_S``         120      wall-clock limit of one notebook cell
+``PTXLAB_KERNEL_MEMORY_MB``       4096     memory limit of a notebook's kernel
+``PTXLAB_KERNEL_MEMORY_MODE``     auto     ``address_space``, ``resident`` or ``auto``
+                                           (resident when the kernel gets a GPU)
+``PTXLAB_LAUNCH_TIMEOUT_S``       60       wall-clock limit of one learner kernel launch (at
+                                           most half the cell limit is used)
+``PTXLAB_LAUNCH_MEMORY_MB``       4096     host memory of one isolated kernel launch
+``PTXLAB_LAUNCH_GPU_MEMORY_MB``   0        GPU memory one launch may allocate (0: no limit)
+``PTXLAB_SANDBOX_HIDE``                    more paths the sandbox must hide (``:``-separated)
+``PTXLAB_GRADING_GPU``            1        ``0`` keeps the GPU out of the sandbox
+``PTXLAB_PRESTART_KERNELS``       1        ``0``: start each notebook's kernel on demand
+================================  =======  ===================================================
 """
 import os
 
@@ -40,19 +46,19 @@ c.Autograde.autograde_preprocessors = [
 c.Execute.timeout = int(_env("PTXLAB_CELL_TIMEOUT_S", "120"))
 c.Execute.interrupt_on_timeout = True
 c.GradingExecute.kill_grace_s = 5
+c.GradingExecute.prestart_kernels = _env("PTXLAB_PRESTART_KERNELS", "1") == "1"
 
 c.SandboxedKernelManager.sandbox_mode = _env("PTXLAB_SANDBOX", "bwrap")
 c.SandboxedKernelManager.gpu = _env("PTXLAB_GRADING_GPU", "1") == "1"
 c.SandboxedKernelManager.kernel_memory_mb = int(_env("PTXLAB_KERNEL_MEMORY_MB", "4096"))
+c.SandboxedKernelManager.kernel_memory_mode = _env("PTXLAB_KERNEL_MEMORY_MODE", "auto")
 c.SandboxedKernelManager.launch_timeout_s = float(_env("PTXLAB_LAUNCH_TIMEOUT_S", "60"))
 c.SandboxedKernelManager.launch_memory_mb = int(_env("PTXLAB_LAUNCH_MEMORY_MB", "4096"))
-# The course root is hidden automatically (it holds source/, submitted/ and the gradebook);
-# the exchange holds every student's submission, so hide it too.
-_hidden = [p for p in _env("PTXLAB_SANDBOX_HIDE", "").split(":") if p]
-if "Exchange" in c and "root" in c.Exchange:
-    _hidden.append(c.Exchange.root)
-_hidden.append("/srv/nbgrader/exchange")
-c.SandboxedKernelManager.hidden_paths = _hidden
+c.SandboxedKernelManager.launch_gpu_memory_mb = int(_env("PTXLAB_LAUNCH_GPU_MEMORY_MB", "0"))
+# The configured course root (source/, submitted/, the gradebook) and exchange are hidden
+# automatically; nbgrader's default exchange and any path named here are hidden too.
+c.SandboxedKernelManager.hidden_paths = (
+    [p for p in _env("PTXLAB_SANDBOX_HIDE", "").split(":") if p] + ["/srv/nbgrader/exchange"])
 
 # A notebook that prints a million lines keeps its first lines only.
 c.LimitOutput.max_lines = 200

@@ -125,6 +125,12 @@ def test_good_submissions_unaffected_by_neighbours(graded):
     assert len(set(scores.values())) == 1, scores
     expected = 10.0 if _kernels_run_here() else 5.0
     assert all(v == expected for v in scores.values()), scores
+    if _kernels_run_here():
+        # Each kernel check records where it ran; the CSV says it per student.
+        for s in good:
+            kernel_check = next(c for c in outcomes[s].checks if c.grade_id == "test_kernel")
+            assert kernel_check.backend in ("gpu", "cpu"), kernel_check
+            assert rows[s]["kernel_backend"] == kernel_check.backend
 
 
 def test_snooping_found_nothing(graded):
@@ -134,7 +140,7 @@ def test_snooping_found_nothing(graded):
     nb = nbformat.read(str(root / "autograded" / student / "ps1" / "ps1.ipynb"), as_version=4)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "SNOOP OK" not in text, text
-    assert text.count("SNOOP BLOCKED") == 6, text
+    assert text.count("SNOOP BLOCKED") == 7, text
     # The attempt to rewrite every score in the gradebook changed nothing.
     assert outcomes[student].score == (5.0 if _kernels_run_here() else 0.0)
     good = next(s for s, c in ROSTER if c.good)

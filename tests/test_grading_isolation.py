@@ -11,6 +11,16 @@ import pytest
 from ptxlab.grading import isolation as iso
 
 
+@pytest.fixture(params=["fork", "exec"], autouse=True)
+def child_kind(request, monkeypatch):
+    """Every test runs with a forked child (the default where no CUDA is loaded) and with a
+    fresh interpreter (the only kind once CUDA may be initialised in the parent)."""
+    monkeypatch.setenv(iso.FORK_ENV, "auto" if request.param == "fork" else "0")
+    if request.param == "fork" and not iso.fork_is_safe():
+        pytest.skip("this process has CUDA loaded: children are never forked here")
+    return request.param
+
+
 def test_result_comes_back():
     assert iso.run_isolated("operator:add", (2, 3), timeout_s=30) == 5
     arr = iso.run_isolated("numpy:arange", (5,), {"dtype": "uint32"}, timeout_s=30)
@@ -84,5 +94,54 @@ def test_isolated_launch_compile_error_and_hang():
                                 args=[np.zeros(1, np.uint32)], timeout_s=120)
     assert info.value.line is not None
     hang = 'extern "C" __global__ void k(unsigned* o) { volatile int s = 1; while (s) { } o[0] = 1; }'
-    with pytest.raises((iso.IsolatedTimeout, backends.KernelFault)):
-        iso.run_launch_isolated(hang, "k", args=[np.zeros(1, np.uint32)], timeout_s=15)
+    with pytest.raises((iso.IsolatedTimeout, backends.KernelFault), match="kernel 'k'"):
+        iso.run_launch_isolated(hang, "k", args=[np.zeros(1, np.uint32)], timeout_s=2)
+
+
+def test_interrupt_while_waiting_stops_the_child():
+    """A notebook cell's own time limit interrupts the kernel while it waits for a launch: the
+    child must not live on under the cells that follow."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            iso.run_isolated("time:sleep", (30,), timeout_s=60)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert iso._descendants(os.getpid()) == []
+
+
+def test_forked_child_is_not_charged_for_the_parents_memory(child_kind):
+    ballast = bytearray(400 * 2**20)          # the parent's memory, shared with a forked child
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    assert iso.run_isolated("operator:add", (1, 2), timeout_s=30, memory_mb=300) == 3
+    del ballast
+
+
+def test_fork_is_never_used_once_cupy_is_imported(monkeypatch, child_kind):
+    monkeypatch.setitem(__import__("sys").modules, "cupy", object())
+    assert not iso.fork_is_safe()
+    assert iso.run_isolated("operator:add", (2, 2), timeout_s=30) == 4
+
+
+def test_launch_log_and_messages_say_where_the_kernel_ran(tmp_path, monkeypatch):
+    backends = _backend_or_skip()
+    log = tmp_path / "launches.jsonl"
+    monkeypatch.setenv(iso.LAUNCH_LOG_ENV, str(log))
+    src = 'extern "C" __global__ void k(unsigned* o) { o[threadIdx.x] = 7u; }'
+    res = iso.run_launch_isolated(src, "k", args=[np.zeros(32, np.uint32)], timeout_s=120)
+    hang = 'extern "C" __global__ void spin(unsigned* o) { volatile int s = 1; while (s) { } o[0] = 1; }'
+    with pytest.raises(iso.IsolatedTimeout) as info:
+        iso.run_launch_isolated(hang, "spin", args=[np.zeros(1, np.uint32)], timeout_s=2)
+    where = "the GPU" if res.backend == "gpu" else "the CPU model"
+    assert f"kernel 'spin' did not finish within 2 s on {where}" in str(info.value)
+    records, offset = iso.read_launch_log(log)
+    assert [(r["kernel"], r["backend"], r["outcome"]) for r in records] == [
+        ("k", res.backend, "ok"), ("spin", res.backend, "IsolatedTimeout")]
+    assert offset == log.stat().st_size and iso.read_launch_log(log, offset) == ([], offset)

@@ -112,3 +112,41 @@ def test_missing_bwrap_says_how_to_install(monkeypatch):
     monkeypatch.setenv("PTXLAB_BWRAP", "/nonexistent/bwrap")
     with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install bubblewrap"):
         sandbox.bwrap_binary()
+
+
+HOG = r'''
+import time
+hog = []
+try:
+    while True:
+        hog.append(bytearray(20 * 2**20))
+        hog[-1][::4096] = b"x" * len(hog[-1][::4096])   # touch it: resident, not just reserved
+        time.sleep(0.01)
+except MemoryError:
+    print("MemoryError after", len(hog) * 20, "MiB", flush=True)
+small = bytearray(2**20)          # the kernel goes on working after the error
+print("still working", flush=True)
+'''
+
+
+@pytest.mark.parametrize("mode", ["address_space", "resident"])
+def test_kernel_memory_limit_gives_memory_error(tmp_path, mode):
+    """kernel_boot's two ways of limiting a kernel's memory (the resident-memory watchdog is
+    the one used with a GPU, where CUDA cannot start under an address-space limit)."""
+    import os
+    (tmp_path / "hog_module.py").write_text(HOG)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parents[1])]),
+           sandbox.KERNEL_LIMITS_ENV: json.dumps({"memory_mb": 400, "memory_mode": mode})}
+    out = subprocess.run([sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", "-m", "hog_module"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "MemoryError after" in out.stdout and "still working" in out.stdout
+    held = int(out.stdout.split("MemoryError after")[1].split()[0])
+    assert held < 1.5 * 400, out.stdout       # past 1.5x the limit the kernel would be killed
+
+
+def test_launch_limit_is_at_most_half_the_cell_limit():
+    from ptxlab.grading.execute import effective_launch_timeout
+    assert effective_launch_timeout(10, 6) == 3          # the corpus's settings
+    assert effective_launch_timeout(60, 600) == 60       # the course's: the launch limit stands
+    assert effective_launch_timeout(60, None) == 60 and effective_launch_timeout(5, 1) == 1.0

@@ -23,8 +23,8 @@ from typing import Callable, TextIO
 
 from .outcome import StudentOutcome
 
-__all__ = ["BatchOptions", "BatchResult", "Ledger", "discover_submissions", "grade_batch",
-           "default_workers", "Progress"]
+__all__ = ["BatchOptions", "BatchResult", "BatchBusy", "Ledger", "discover_submissions",
+           "grade_batch", "default_workers", "Progress"]
 
 
 def default_workers() -> int:
@@ -198,12 +198,57 @@ def _record_lost_worker(opts: BatchOptions, student: str, status: str, reason: s
     return outcome
 
 
+class BatchBusy(RuntimeError):
+    """Another ``ptxlab grade`` is grading this assignment of this course right now."""
+
+
+def _lock(out_dir: Path):
+    """An exclusive lock on the assignment's grading folder, held while the batch runs."""
+    import fcntl
+
+    fh = open(out_dir / ".lock", "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise BatchBusy(f"another 'ptxlab grade' is grading {out_dir.name} of this course "
+                        "(wait for it, or stop it: the next run continues where it stopped)")
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
+
+
+def _terminate_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt
+
+
 def grade_batch(opts: BatchOptions,
                 on_outcome: Callable[[StudentOutcome], None] | None = None) -> BatchResult:
-    """Grade what is not graded yet; return every student's outcome (old and new)."""
-    t0 = time.monotonic()
+    """Grade what is not graded yet; return every student's outcome (old and new).
+
+    SIGINT and SIGTERM stop the batch cleanly: the students in flight are left ungraded (not in
+    the ledger), so the next run grades them.
+    """
     out_dir = opts.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out_dir)
+    previous = None
+    try:
+        try:
+            previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+        except ValueError:  # not the main thread: leave signals alone
+            previous = None
+        return _grade_batch(opts, on_outcome)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        lock.close()
+
+
+def _grade_batch(opts: BatchOptions,
+                 on_outcome: Callable[[StudentOutcome], None] | None) -> BatchResult:
+    t0 = time.monotonic()
+    out_dir = opts.out_dir
     ledger = Ledger(out_dir / "ledger.jsonl")
     submissions = discover_submissions(opts.course_root, opts.assignment)
     if opts.students is not None:

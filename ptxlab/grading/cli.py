@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .batch import BatchOptions, default_workers, grade_batch
+from .batch import BatchBusy, BatchOptions, default_workers, grade_batch
 from .report import write_csv, write_plot, write_summary
 
 __all__ = ["add_arguments", "run"]
@@ -37,6 +37,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def sandbox_problem(course: Path, grading_config: Path | None) -> str | None:
+    """Why the configured sandbox cannot start here, or ``None`` when it can (or is off).
+
+    Checked once before grading, so a missing ``bwrap`` stops the batch with one clear
+    message instead of failing every student.
+    """
+    import subprocess
+
+    from . import sandbox
+    from .worker import load_grading_config
+
+    cfg = load_grading_config(course, grading_config)
+    mode = cfg.SandboxedKernelManager.get("sandbox_mode", "bwrap") \
+        if "SandboxedKernelManager" in cfg else "bwrap"
+    if mode != "bwrap":
+        return None
+    try:
+        bwrap = sandbox.bwrap_binary()
+    except sandbox.SandboxUnavailable as exc:
+        return str(exc)
+    probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid",
+                            "--unshare-net", "--proc", "/proc", "--dev", "/dev",
+                            "--die-with-parent", "--", "/bin/true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return (f"bwrap cannot start the grading sandbox here ({probe.stderr.strip()[:300]}); "
+                "autograder/install-sandbox.sh says how to fix it, and PTXLAB_SANDBOX=none "
+                "grades without it (trusted notebooks only)")
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     course = args.course.resolve()
     if not (course / "nbgrader_config.py").exists() and not (course / "source").is_dir():
@@ -46,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print(f"--workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
+    problem = sandbox_problem(course, args.grading_config)
+    if problem:
+        print(f"ptxlab grade: {problem}", file=sys.stderr)
+        return 2
     opts = BatchOptions(course_root=course, assignment=args.assignment, workers=args.workers,
                         force=args.force, retry_failed=args.retry_failed,
                         submission_timeout_s=args.submission_timeout,
@@ -53,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                         progress=None if args.quiet else sys.stderr)
     try:
         result = grade_batch(opts)
-    except ValueError as exc:
+    except (ValueError, BatchBusy) as exc:
         print(f"ptxlab grade: {exc}", file=sys.stderr)
         return 2
     if not result.outcomes:

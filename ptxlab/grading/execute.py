@@ -1,7 +1,7 @@
 """nbgrader's Execute step, hardened for grading untrusted notebooks.
 
 :class:`GradingExecute` replaces nbgrader's ``Execute`` preprocessor in ``autograde`` (see
-``autograder/nbgrader_config.py``). It changes three things:
+``autograder/nbgrader_config.py``). What it changes:
 
 * every notebook kernel is started by :class:`SandboxedKernelManager`: inside the bubblewrap
   sandbox (:mod:`ptxlab.grading.sandbox`), with its own connection folder, Unix-socket transport
@@ -11,10 +11,22 @@
   longer throws the whole submission away, as stock nbgrader does: the cell gets an error
   output saying what happened, the cells after it are marked as not run, and nbgrader goes on to
   save the grades of everything that did run;
-* a kernel is stopped as soon as its notebook has run (no graceful-shutdown wait).
+* a kernel is stopped as soon as its notebook has run (no graceful-shutdown wait), and the
+  kernel for the next notebook is already starting while this one runs (a *spare*, in a fresh
+  sandbox of its own with an empty working folder that receives the submission's files when it
+  is taken; files the notebook writes there are discarded with the kernel), so no notebook
+  waits for a kernel to boot;
+* every cell that launched learner kernels gets a line saying where they ran (the GPU, or the
+  CPU model on a machine without one), and the notebook a note at the top summing it up, so the
+  feedback says which backend graded the kernels.
+
+A learner kernel launch is limited to at most half the cell's time limit, so a kernel that
+never finishes is stopped -- and named -- by its own limit before the cell's limit fires.
 """
 from __future__ import annotations
 
+import asyncio
+import atexit
 import json
 import os
 import shutil
@@ -23,19 +35,34 @@ import tempfile
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import sandbox
-from .isolation import MEMORY_ENV, TIMEOUT_ENV
+from .isolation import LAUNCH_LOG_ENV, MEMORY_ENV, TIMEOUT_ENV, read_launch_log
 
-__all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN"]
+__all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
+           "effective_launch_timeout", "BACKEND_NOTE_TAG"]
 
 #: The first words of the error names this module writes into a notebook.
 KERNEL_DIED = "KernelDied"
 NOT_RUN = "NotRun"
+#: Cell tag of the note the grader puts at the top of a graded notebook.
+BACKEND_NOTE_TAG = "ptxlab-grading-note"
+#: A launch gets at most this share of the cell's time limit.
+_LAUNCH_SHARE_OF_CELL = 0.5
+
+
+def effective_launch_timeout(launch_timeout_s: float, cell_timeout_s: float | None) -> float:
+    """The wall-clock limit of one kernel launch: the configured one, but at most half the
+    cell's, so a hanging kernel is stopped by its own limit (whose message names the kernel)
+    before the cell's limit interrupts the whole cell."""
+    if cell_timeout_s is None or cell_timeout_s <= 0:
+        return launch_timeout_s
+    return max(1.0, min(launch_timeout_s, _LAUNCH_SHARE_OF_CELL * cell_timeout_s))
 
 #: Environment variables passed into the sandbox (everything else, tokens included, is dropped).
 _ENV_KEEP_PREFIXES = ("LANG", "LC_", "CUDA_", "CUPY_", "NVIDIA_", "PTXLAB_", "NBGRADER_")
@@ -70,14 +97,36 @@ class SandboxedKernelManager(AsyncKernelManager):
                         help="paths the kernel must not see even if a whitelisted mount holds them")
     gpu = Bool(True, config=True, help="give the kernel the NVIDIA device nodes")
     kernel_memory_mb = Integer(4096, config=True,
-                               help="address-space limit of the kernel process, MiB (0: none)")
+                               help="memory limit of the kernel process, MiB (0: none)")
+    kernel_memory_mode = Unicode("auto", config=True,
+                                 help="how the kernel's memory is limited: 'address_space' "
+                                      "(RLIMIT_AS), 'resident' (a watchdog on resident memory: "
+                                      "CUDA cannot start under an address-space limit) or "
+                                      "'auto' (resident when the kernel gets a GPU)")
+    launch_gpu_memory_mb = Integer(0, config=True,
+                                   help="GPU memory one kernel launch may allocate through "
+                                        "CuPy, MiB (0: no limit); sets CUPY_GPU_MEMORY_LIMIT")
     file_size_mb = Integer(256, config=True, help="largest file the kernel may write, MiB")
     launch_timeout_s = Float(60.0, config=True,
                              help="wall-clock limit of one isolated kernel launch, seconds")
     launch_memory_mb = Integer(4096, config=True,
                                help="resident-memory limit of one isolated kernel launch, MiB")
+    cell_timeout_s = Float(None, allow_none=True,
+                           help="the notebook cell's time limit (set by GradingExecute)")
+    spare = Bool(False, help="started before its notebook is known: the kernel works in an "
+                             "empty private folder that receives the notebook's files later")
 
     _private_dir: Path | None = None
+
+    @property
+    def workdir(self) -> Path | None:
+        """A spare kernel's working folder (``None`` for a kernel started in its notebook's)."""
+        return self._private_dir / "work" if (self.spare and self._private_dir) else None
+
+    @property
+    def launch_log(self) -> Path | None:
+        """The file every isolated launch of this kernel appends its record to."""
+        return self._private_dir / "launches.jsonl" if self._private_dir else None
 
     async def _async_pre_start_kernel(self, **kw):
         self._private_dir = Path(tempfile.mkdtemp(prefix="ptxlab-kernel-"))
@@ -90,32 +139,85 @@ class SandboxedKernelManager(AsyncKernelManager):
             # Signals to the sandbox's process do not reach the kernel inside it; ask the kernel
             # to interrupt itself (an interrupt_request on the control channel) instead.
             self.kernel_spec.interrupt_mode = "message"
+        if self.spare:
+            self.workdir.mkdir()
+            kw["cwd"] = str(self.workdir)
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
         env = dict(kw.get("env") or os.environ)
         boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
-        limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb}
+        limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
+                  "memory_mode": self._memory_mode()}
+        launch_timeout = effective_launch_timeout(self.launch_timeout_s, self.cell_timeout_s)
+        if launch_timeout < self.launch_timeout_s:
+            self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
+                          "of %g s", launch_timeout, self.cell_timeout_s, self.launch_timeout_s)
         inner_env = _sandbox_env(env, workdir=workdir)
         inner_env.update({
             sandbox.KERNEL_LIMITS_ENV: json.dumps(limits),
             "PTXLAB_ISOLATE": "1",
-            TIMEOUT_ENV: f"{self.launch_timeout_s:g}",
+            TIMEOUT_ENV: f"{launch_timeout:g}",
             MEMORY_ENV: str(self.launch_memory_mb),
+            LAUNCH_LOG_ENV: str(self.launch_log),
         })
+        if self.launch_gpu_memory_mb > 0:
+            inner_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
         if self.sandbox_mode == "bwrap":
             policy = sandbox.SandboxPolicy(
                 workdir=workdir, private_dir=self._private_dir,
-                hidden=[Path(p) for p in self.hidden_paths] + _course_paths_of(workdir),
+                hidden=[Path(p) for p in self.hidden_paths] + _course_paths_of(workdir)
+                + self._configured_course_paths(),
                 gpu=self.gpu)
             kernel_cmd = sandbox.sandbox_argv(policy, boot, env=inner_env)
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
         elif self.sandbox_mode == "none":
             kernel_cmd = boot
-            kw["env"] = {**env, **inner_env, "HOME": env.get("HOME", "/tmp")}
+            # No sandbox, so no private /tmp: the kernel's home is a folder of its own.
+            home = self._private_dir / "home"
+            home.mkdir(exist_ok=True)
+            inner_env.update({k: v.replace("/tmp/home", str(home)) for k, v in inner_env.items()
+                              if v.startswith("/tmp/home")})
+            kw["env"] = {**env, **inner_env}
         else:
             raise ValueError(f"SandboxedKernelManager.sandbox_mode must be 'bwrap' or 'none', "
                              f"got {self.sandbox_mode!r}")
         return kernel_cmd, kw
+
+    async def _async_kill_kernel(self, restart: bool = False) -> None:
+        # jupyter_client checks every 0.1 s whether the killed kernel is gone; a graded
+        # notebook's kernel is killed after every submission, so look more often.
+        if not self.has_kernel:
+            return
+        assert self.provisioner is not None
+        await self.provisioner.kill(restart=restart)
+        process = getattr(self.provisioner, "process", None)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        while process is not None and process.poll() is None and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        if self.has_kernel:
+            await self.provisioner.wait()
+
+    def _memory_mode(self) -> str:
+        mode = self.kernel_memory_mode
+        if mode == "auto":
+            return "resident" if (self.gpu and sandbox.gpu_device_nodes()) else "address_space"
+        if mode not in ("address_space", "resident"):
+            raise ValueError(f"SandboxedKernelManager.kernel_memory_mode must be 'auto', "
+                             f"'address_space' or 'resident', got {mode!r}")
+        return mode
+
+    def _configured_course_paths(self) -> list[Path]:
+        """The course root and the exchange nbgrader was configured with, where they exist."""
+        found = []
+        for section, key in (("CourseDirectory", "root"), ("Exchange", "root")):
+            try:
+                value = self.config[section].get(key) if section in self.config else None
+            except (AttributeError, KeyError, TypeError):
+                value = None
+            if value and Path(str(value)).is_dir():
+                found.append(Path(str(value)))
+        return found
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
@@ -134,11 +236,43 @@ def _course_paths_of(workdir: Path) -> list[Path]:
     return []
 
 
+#: Spare kernels of this process, by what they were started for (at most one each).
+_SPARES: dict[str, SandboxedKernelManager] = {}
+
+
+def _shutdown_quietly(km: SandboxedKernelManager) -> None:
+    try:
+        run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # already gone, or the loop is closing at exit
+        try:
+            proc = getattr(km.provisioner, "process", None)
+            if proc is not None:
+                proc.kill()
+        except Exception:
+            pass
+        try:
+            run_sync(km.cleanup_resources)()
+        except Exception:
+            pass
+
+
+def shutdown_spare_kernels() -> None:
+    """Stop every spare kernel of this process (at the end of a batch, and at exit)."""
+    while _SPARES:
+        _, km = _SPARES.popitem()
+        _shutdown_quietly(km)
+
+
+atexit.register(shutdown_spare_kernels)
+
+
 class GradingExecute(Execute):
     """nbgrader's Execute with sandboxed kernels and a submission that survives its kernel."""
 
     kill_grace_s = Integer(5, config=True,
                            help="seconds a timed-out cell gets to stop after the interrupt")
+    prestart_kernels = Bool(True, config=True,
+                            help="start the next notebook's kernel while this one runs")
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
@@ -148,27 +282,93 @@ class GradingExecute(Execute):
         super().__init__(*args, **kwargs)
         self.iopub_timeout = max(self.iopub_timeout, self.kill_grace_s)
 
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if isinstance(km, SandboxedKernelManager) and self.timeout:
+            km.cell_timeout_s = float(self.timeout)
+        return km
+
     def preprocess(self, nb: NotebookNode, resources=None, km=None):
         # nbconvert's ExecutePreprocessor.preprocess, with the cell loop made to survive a lost
         # kernel. Leaving setup_kernel() shuts the kernel down, a dead or stuck one included.
         from nbclient import NotebookClient
 
+        spare_key = None
+        if km is None and self.prestart_kernels and self.kernel_manager_class is SandboxedKernelManager:
+            spare_key = self._spare_key(nb)
+            km = self._take_spare(spare_key, resources)
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
-        with self.setup_kernel():
+        if spare_key is not None:
+            self._start_spare(spare_key)           # boots while this notebook runs
+        launches: list[dict] = []
+        with self.setup_kernel(cleanup_kc=True):
             assert self.kc
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             assert info_msg
             self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+            log_path = getattr(self.km, "launch_log", None)
+            offset = 0
             for index, cell in enumerate(self.nb.cells):
                 try:
                     self.preprocess_cell(cell, resources, index)
                 except (DeadKernelError, CellTimeoutError) as exc:
                     self._give_up_from(index, exc)
                     break
+                finally:
+                    if log_path is not None:
+                        records, offset = read_launch_log(log_path, offset)
+                        if records:
+                            _note_cell_backend(self.nb.cells[index], records)
+                            launches.extend(records)
+        _note_notebook_backend(self.nb, launches)
         self.set_widgets_metadata()
         return self.nb, self.resources
+
+    def _spare_key(self, nb: NotebookNode) -> str:
+        name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name") or ""
+        settings = {k: dict(self.config.get(k, {})) for k in ("SandboxedKernelManager",)}
+        return json.dumps([name, self.timeout, self.extra_arguments, settings], sort_keys=True,
+                          default=str)
+
+    def _new_manager(self, kernel_name: str) -> SandboxedKernelManager:
+        kw = {"kernel_name": kernel_name} if kernel_name else {}
+        km = SandboxedKernelManager(config=self.config, **kw)
+        if self.timeout:
+            km.cell_timeout_s = float(self.timeout)
+        return km
+
+    def _start_spare(self, key: str) -> None:
+        """Start a kernel for the next notebook of the same kind; a failure costs nothing."""
+        if key in _SPARES:
+            return
+        km = self._new_manager(json.loads(key)[0])
+        km.spare = True
+        try:
+            args = list(self.extra_arguments) or ["--HistoryManager.hist_file=:memory:"]
+            run_sync(km.start_kernel)(extra_arguments=args)
+        except Exception as exc:
+            self.log.warning("could not start a spare kernel (%s); kernels start on demand", exc)
+            _shutdown_quietly(km)
+            return
+        _SPARES[key] = km
+
+    def _take_spare(self, key: str, resources) -> SandboxedKernelManager | None:
+        """The spare kernel started for notebooks like this one, with the notebook's files."""
+        km = _SPARES.pop(key, None)
+        if km is None:
+            return None
+        try:
+            alive = run_sync(km.is_alive)()
+        except Exception:
+            alive = False
+        source = (resources or {}).get("metadata", {}).get("path") or ""
+        if not alive or km.workdir is None or not source or not os.path.isdir(source):
+            _shutdown_quietly(km)
+            return None
+        _copy_tree(Path(source), km.workdir)
+        return km
 
     def _give_up_from(self, index: int, exc: Exception) -> None:
         """Record why cell ``index`` failed and mark every later code cell as not run."""
@@ -190,3 +390,82 @@ class GradingExecute(Execute):
 def _error_output(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
                         traceback=[f"{ename}: {evalue}"])
+
+
+def _copy_tree(source: Path, dest: Path) -> None:
+    """The notebook's folder (the files next to the notebook) into a spare kernel's folder."""
+    for item in source.iterdir():
+        target = dest / item.name
+        if item.is_symlink():
+            continue                   # never follow a link out of the submission
+        if item.is_dir():
+            shutil.copytree(item, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(item, target)
+
+
+def _where(record: dict) -> str:
+    backend, device = record.get("backend", ""), record.get("device", "")
+    if backend == "gpu":
+        return f"the GPU, {device}" if device else "the GPU"
+    if backend == "cpu":
+        return "the CPU backend (PTX interpreter)"
+    return "no backend (the launch failed before one was chosen)"
+
+
+def _launch_summary(records: list[dict]) -> str:
+    """``"the GPU, NVIDIA H100 ... (2 launches of 'load_tile')"``, per place the kernels ran."""
+    groups: dict[str, list[dict]] = {}
+    for rec in records:
+        groups.setdefault(_where(rec), []).append(rec)
+    parts = []
+    for where, recs in groups.items():
+        kernels = ", ".join(dict.fromkeys(f"'{r.get('kernel', '?')}'" for r in recs))
+        n = len(recs)
+        failed = sum(r.get("outcome") != "ok" for r in recs)
+        detail = f"{n} launch{'es' if n != 1 else ''} of {kernels}"
+        if failed:
+            detail += f", {failed} of them stopped or failed"
+        parts.append(f"{where} ({detail})")
+    return "; ".join(parts)
+
+
+def _note_cell_backend(cell: NotebookNode, records: list[dict]) -> None:
+    """A line in the cell's output, and its metadata, saying where its kernels ran."""
+    cell.setdefault("outputs", []).append(NotebookNode(
+        output_type="stream", name="stdout",
+        text=f"[grader] the kernels of this cell ran on {_launch_summary(records)}\n"))
+    meta = cell.setdefault("metadata", NotebookNode()).setdefault("ptxlab", NotebookNode())
+    meta["kernel_launches"] = [
+        {k: r.get(k) for k in ("kernel", "backend", "device", "outcome", "seconds")}
+        for r in records]
+
+
+def grading_note(records: list[dict]) -> str:
+    """The note at the top of a graded notebook: where its kernels ran, and why there."""
+    backends = sorted({r.get("backend", "") for r in records if r.get("backend")})
+    summary = _launch_summary(records)
+    if backends == ["cpu"]:
+        why = next((r.get("reason", "") for r in records if r.get("reason")), "")
+        why = why.removeprefix("auto: ").removesuffix("; using the CPU model")
+        text = ("**Grading note.** The grading machine has no GPU that could run your kernels"
+                + (f" ({why})" if why else "") + ", so they ran on " + summary + ", which "
+                "reproduces each PTX instruction's result bit for bit but not its speed.")
+    else:
+        text = f"**Grading note.** Your kernels ran on {summary}."
+    return text
+
+
+def _note_notebook_backend(nb: NotebookNode, records: list[dict]) -> None:
+    """A note at the top of the graded notebook (so in the feedback) naming the backend."""
+    nb.cells = [c for c in nb.cells if BACKEND_NOTE_TAG not in c.get("metadata", {}).get("tags", [])]
+    if not records:
+        return
+    backends = sorted({r.get("backend", "") for r in records if r.get("backend")})
+    nb.metadata.setdefault("ptxlab", {})["kernel_backends"] = backends
+    from nbformat.v4 import new_markdown_cell
+
+    note = new_markdown_cell(grading_note(records), metadata={"tags": [BACKEND_NOTE_TAG]})
+    if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) < 5:
+        note.pop("id", None)           # cell ids exist from nbformat 4.5 on
+    nb.cells.insert(0, note)

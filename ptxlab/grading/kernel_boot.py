@@ -3,12 +3,17 @@
 Started (inside the sandbox) as ``python -m ptxlab.grading.kernel_boot -- -m ipykernel_launcher
 -f CONNECTION_FILE``. Before IPython starts it
 
-* limits the address space (a memory hog gets ``MemoryError`` instead of taking the server's
-  memory) -- a *soft* limit, which the isolated kernel-launch children lift for CUDA and watch
-  by resident memory instead;
+* limits the kernel's memory, so a memory hog gets ``MemoryError`` instead of taking the
+  server's memory: by address space (``RLIMIT_AS``, a *soft* limit that the isolated
+  kernel-launch children lift), or -- where the kernel may touch CUDA, which reserves far more
+  address space than it uses -- by a watchdog thread that raises ``MemoryError`` in the running
+  cell when resident memory grows past the limit, and stops the kernel past one and a half
+  times the limit;
 * limits the size of any file written and turns off core dumps;
 * makes ``os._exit`` called from a notebook cell raise an error instead of killing the kernel,
-  so one stray call costs that cell, not the rest of the notebook.
+  so one stray call costs that cell, not the rest of the notebook;
+* leaves out the debugger (``debugpy``): nobody debugs a kernel that grades, and importing it
+  is a good part of a kernel's start.
 """
 from __future__ import annotations
 
@@ -38,9 +43,55 @@ def _guard_os_exit() -> None:
     os._exit = guarded_exit
 
 
+#: How often the resident-memory watchdog looks, and how much more memory a cell may take
+#: after a ``MemoryError`` before it gets the next one.
+_WATCH_S = 0.05
+_REARM_MB = 64
+
+
+def _resident_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _watch_resident_memory(memory_mb: int) -> None:
+    """Raise ``MemoryError`` in the main thread when the kernel's resident memory passes
+    ``memory_mb`` (again only once it grew by ``_REARM_MB`` more: the memory a hog holds
+    stays held), and kill the kernel past 1.5x the limit (a single huge allocation in C code,
+    which no Python exception interrupts)."""
+    import ctypes
+    import signal
+    import threading
+    import time
+
+    main_id = threading.main_thread().ident
+    hard_mb = 1.5 * memory_mb
+
+    def watch() -> None:
+        armed_above = float(memory_mb)
+        while True:
+            time.sleep(_WATCH_S)
+            try:
+                rss = _resident_mb()
+            except (OSError, ValueError):
+                continue
+            if rss > hard_mb:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if rss > armed_above:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main_id),
+                                                           ctypes.py_object(MemoryError))
+                armed_above = rss + _REARM_MB
+            elif rss < memory_mb:
+                armed_above = float(memory_mb)
+
+    threading.Thread(target=watch, name="ptxlab-memory-watch", daemon=True).start()
+
+
 def _apply_limits(limits: dict) -> None:
     memory_mb = int(limits.get("memory_mb") or 0)
-    if memory_mb > 0:
+    if memory_mb > 0 and limits.get("memory_mode", "address_space") == "resident":
+        _watch_resident_memory(memory_mb)
+    elif memory_mb > 0:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 2**20, hard))
     file_mb = int(limits.get("file_size_mb") or 0)
@@ -58,6 +109,7 @@ def main(argv: list[str]) -> None:
     os.makedirs(os.environ.get("HOME", "/tmp"), exist_ok=True)
     _apply_limits(limits)
     _guard_os_exit()
+    sys.modules.setdefault("debugpy", None)  # type: ignore[arg-type]  # ipykernel: no debugger
     module = argv[1]
     sys.argv = [module, *argv[2:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["CheckOutcome", "StudentOutcome", "read_outcome", "record_failure",
-           "failing_reasons", "short_error"]
+           "failing_reasons", "other_cell_errors", "check_backends", "short_error"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _REASON_CHARS = 300
@@ -28,6 +28,7 @@ class CheckOutcome:
     score: float
     max_score: float
     reason: str = ""
+    backend: str = ""              # where its learner kernels ran: gpu, cpu (or "" for none)
 
     @property
     def passed(self) -> bool:
@@ -58,37 +59,81 @@ class StudentOutcome:
 
 def short_error(ename: str, evalue: str) -> str:
     """``"Name: first line of the message"``, without terminal colours, cut to a readable size."""
-    text = _ANSI.sub("", f"{ename}: {evalue}".strip())
+    text = _ANSI.sub("", f"{ename}: {evalue}".strip() if str(evalue).strip() else ename)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     text = " / ".join(lines[:3])
     return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
 
 
-def failing_reasons(notebook_path: Path) -> dict[str, str]:
-    """``grade_id -> reason`` for every graded cell of an autograded notebook that shows an error."""
+def _read_notebook(notebook_path: Path):
     import nbformat
 
     try:
-        nb = nbformat.read(str(notebook_path), as_version=4)
+        return nbformat.read(str(notebook_path), as_version=4)
     except Exception:
+        return None
+
+
+def _cell_error(cell) -> str | None:
+    """Why a code cell failed, in one line, or ``None`` when it shows no error."""
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    if not errors:
+        return None
+    names = {o.get("ename", "") for o in errors}
+    if "CellTimeoutError" in names or errors[0].get("ename") == "KeyboardInterrupt":
+        return "ran past the cell's time limit and was interrupted (an endless loop?)"
+    # The first error is the cell's own.
+    return short_error(errors[0].get("ename", ""), errors[0].get("evalue", ""))
+
+
+def failing_reasons(notebook_path: Path) -> dict[str, str]:
+    """``grade_id -> reason`` for every graded cell of an autograded notebook that shows an error."""
+    nb = _read_notebook(notebook_path)
+    if nb is None:
         return {}
     reasons: dict[str, str] = {}
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if not meta.get("grade") or cell.cell_type != "code":
             continue
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        if not errors:
-            continue
-        names = {o.get("ename", "") for o in errors}
-        if "CellTimeoutError" in names or errors[0].get("ename") == "KeyboardInterrupt":
-            reasons[meta.get("grade_id", "?")] = (
-                "ran past the cell's time limit and was interrupted (an endless loop?)")
-        else:
-            # The first error is the test's own.
-            reasons[meta.get("grade_id", "?")] = short_error(errors[0].get("ename", ""),
-                                                              errors[0].get("evalue", ""))
+        why = _cell_error(cell)
+        if why:
+            reasons[meta.get("grade_id", "?")] = why
     return reasons
+
+
+def check_backends(notebook_path: Path) -> dict[str, str]:
+    """``grade_id -> "gpu" | "cpu" | "gpu+cpu"`` for every graded cell that launched learner
+    kernels (the grader records each launch in the cell's metadata)."""
+    nb = _read_notebook(notebook_path)
+    if nb is None:
+        return {}
+    found: dict[str, str] = {}
+    for cell in nb.cells:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        launches = cell.get("metadata", {}).get("ptxlab", {}).get("kernel_launches") or []
+        kinds = sorted({l.get("backend") for l in launches if l.get("backend")})
+        if gid and kinds:
+            found[gid] = "+".join(sorted(kinds, key=lambda k: k != "gpu"))
+    return found
+
+
+def other_cell_errors(notebook_path: Path, limit: int = 2) -> list[str]:
+    """``"answer_cell: why"`` for the first ungraded code cells that failed (the learner's own
+    cells: an endless loop at top level, ``sys.exit()``, a memory error...), which cost no
+    points by themselves but explain a grade."""
+    nb = _read_notebook(notebook_path)
+    if nb is None:
+        return []
+    found = []
+    for index, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or meta.get("grade"):
+            continue
+        why = _cell_error(cell)
+        if why and not why.startswith(("KernelDied", "NotRun")):
+            found.append(f"{meta.get('grade_id') or f'cell {index}'}: {why}")
+    return found[:limit]
 
 
 def read_outcome(gradebook, course_root: Path, assignment: str, student: str,
@@ -99,6 +144,7 @@ def read_outcome(gradebook, course_root: Path, assignment: str, student: str,
     for nb in submission.notebooks:
         path = Path(course_root) / autograded_dir / student / assignment / f"{nb.name}.ipynb"
         reasons = failing_reasons(path) if path.exists() else {}
+        backends = check_backends(path) if path.exists() else {}
         for grade in nb.grades:
             if grade.max_score == 0:
                 continue
@@ -111,7 +157,8 @@ def read_outcome(gradebook, course_root: Path, assignment: str, student: str,
                     reason = "test cell missing from the submission (deleted?)"
                 else:
                     reason = reasons.get(grade.name, "test did not pass")
-            checks.append(CheckOutcome(nb.name, grade.name, score, float(grade.max_score), reason))
+            checks.append(CheckOutcome(nb.name, grade.name, score, float(grade.max_score), reason,
+                                       backends.get(grade.name, "")))
     return float(submission.score or 0.0), float(submission.max_score or 0.0), checks
 
 

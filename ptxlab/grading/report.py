@@ -15,10 +15,17 @@ from typing import Sequence
 
 from .outcome import StudentOutcome
 
-__all__ = ["write_csv", "write_summary", "write_plot", "score_histogram", "CSV_COLUMNS"]
+__all__ = ["write_csv", "write_summary", "write_plot", "score_histogram", "most_common_failures",
+           "kernel_backend", "CSV_COLUMNS"]
 
 CSV_COLUMNS = ["student", "status", "score", "max_score", "percent", "failed_checks", "reason",
-               "duration_s", "submitted_at"]
+               "kernel_backend", "duration_s", "submitted_at"]
+
+
+def kernel_backend(o: StudentOutcome) -> str:
+    """Where the student's kernels ran: ``gpu``, ``cpu``, ``gpu+cpu`` or ``""`` (none ran)."""
+    kinds = {k for c in o.checks for k in c.backend.split("+") if k}
+    return "+".join(sorted(kinds, key=lambda k: k != "gpu"))
 
 
 def _percent(o: StudentOutcome) -> float:
@@ -37,7 +44,8 @@ def write_csv(outcomes: Sequence[StudentOutcome], path: Path) -> Path:
                 "student": o.student, "status": o.status, "score": f"{o.score:g}",
                 "max_score": f"{o.max_score:g}", "percent": f"{_percent(o):.1f}",
                 "failed_checks": ";".join(c.grade_id for c in o.checks if not c.passed),
-                "reason": o.reason, "duration_s": f"{o.duration_s:.2f}",
+                "reason": o.reason, "kernel_backend": kernel_backend(o),
+                "duration_s": f"{o.duration_s:.2f}",
                 "submitted_at": o.submitted_at,
             })
     return path
@@ -74,6 +82,26 @@ def write_plot(outcomes: Sequence[StudentOutcome], path: Path, title: str) -> Pa
     return Path(path)
 
 
+def most_common_failures(outcomes: Sequence[StudentOutcome]) -> list[tuple[tuple[str, str], int, str]]:
+    """``((notebook, check), students who failed it, the reason given most often)``, most
+    failed first."""
+    failing: Counter = Counter()
+    reasons: dict[tuple[str, str], Counter] = {}
+    for o in outcomes:
+        for c in o.checks:
+            if not c.passed:
+                key = (c.notebook, c.grade_id)
+                failing[key] += 1
+                reasons.setdefault(key, Counter())[_reason_kind(c.reason)] += 1
+    return [(key, n, reasons[key].most_common(1)[0][0]) for key, n in failing.most_common()]
+
+
+def _reason_kind(reason: str) -> str:
+    """A reason with its lane numbers and values kept: two students with the same mistake
+    usually get the same words; only cut it to a readable length."""
+    return reason if len(reason) <= 160 else reason[:157] + "..."
+
+
 def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment: str,
                   wall_s: float | None = None, workers: int | None = None,
                   plot: Path | None = None) -> Path:
@@ -86,6 +114,13 @@ def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment:
         f"{n} {s}" for s, n in sorted(status.items())))
     if wall_s is not None:
         lines.append(f"\nGraded in {wall_s:.1f} s" + (f" with {workers} workers." if workers else "."))
+    where = Counter(kernel_backend(o) for o in outcomes if kernel_backend(o))
+    if where:
+        names = {"gpu": "the GPU", "cpu": "the CPU backend (PTX interpreter)",
+                 "gpu+cpu": "the GPU and the CPU backend"}
+        lines.append("\nLearner kernels ran on " + ", ".join(
+            f"{names.get(k, k)} for {n} student{'s' if n != 1 else ''}"
+            for k, n in where.most_common()) + ".")
     if pct:
         lines += ["", "## Scores", "",
                   f"mean {statistics.mean(pct):.1f}%, median {statistics.median(pct):.1f}%, "
@@ -97,19 +132,12 @@ def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment:
             lines.append(f"| {label} | {n} | {'#' * round(20 * n / top)} |")
         if plot is not None:
             lines += ["", f"![score distribution]({Path(plot).name})"]
-    failing: Counter = Counter()
-    example: dict[tuple[str, str], str] = {}
-    for o in outcomes:
-        for c in o.checks:
-            if not c.passed:
-                key = (c.notebook, c.grade_id)
-                failing[key] += 1
-                example.setdefault(key, c.reason)
+    failing = most_common_failures(outcomes)
     if failing:
         lines += ["", "## Most common failing checks", "",
-                  "| check | failed | a typical reason |", "| --- | ---: | --- |"]
-        for (nb, gid), n in failing.most_common(10):
-            reason = example[(nb, gid)].replace("|", "\\|")
+                  "| check | failed | most common reason |", "| --- | ---: | --- |"]
+        for (nb, gid), n, reason in failing[:10]:
+            reason = reason.replace("|", "\\|")
             lines.append(f"| {nb}/{gid} | {n} | {reason} |")
     problems = [o for o in outcomes if o.status != "graded"]
     if problems:

@@ -8,7 +8,8 @@ the gradebook. The sandbox is a bubblewrap (``bwrap``) container started for eac
   installation and the ``ptxlab`` package with its ``kernels/`` -- nothing of the course;
 * one **writable** folder, the submission's working copy (``autograded/<student>/<assignment>``),
   plus a private folder holding only this kernel's connection file and sockets;
-* fresh ``/tmp``, ``/proc``, ``/dev`` (with the NVIDIA device nodes when ``gpu`` is on), no
+* fresh ``/tmp``, ``/proc``, ``/dev`` (with the NVIDIA device nodes, and the CUDA MPS daemon's
+  pipe folder when one runs, when ``gpu`` is on), no
   network (the kernel talks to the grader through Unix sockets), its own user namespace in
   which it is ``nobody``, and it dies with the grader;
 * any path named as *hidden* (course root, exchange, gradebook) that still falls inside a
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["SandboxPolicy", "SandboxUnavailable", "bwrap_binary", "sandbox_argv",
-           "python_readonly_paths", "KERNEL_LIMITS_ENV"]
+           "python_readonly_paths", "gpu_device_nodes", "mps_pipe_directory", "KERNEL_LIMITS_ENV"]
 
 #: System folders every kernel needs, mounted read-only when they exist.
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -142,10 +143,28 @@ def _dedupe_nested(paths: list[Path]) -> list[Path]:
     return kept
 
 
+def gpu_device_nodes() -> list[str]:
+    """The NVIDIA device nodes of this machine (none on a machine without a GPU)."""
+    return sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*"))
+
+
+def mps_pipe_directory() -> Path | None:
+    """The CUDA MPS daemon's pipe folder, when an MPS daemon serves this machine.
+
+    A CUDA client finds the daemon through it (``$CUDA_MPS_PIPE_DIRECTORY``, by default
+    ``/tmp/nvidia-mps``), so a sandbox with its own ``/tmp`` must be shown it.
+    """
+    path = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps")
+    return path if path.is_dir() else None
+
+
 def _gpu_device_args() -> list[str]:
     args: list[str] = []
-    for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*")):
+    for node in gpu_device_nodes():
         args += ["--dev-bind", node, node]
+    mps = mps_pipe_directory()
+    if mps is not None:
+        args += ["--bind", str(mps), str(mps)]
     return args
 
 

@@ -19,7 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
-from .outcome import StudentOutcome, read_outcome, record_failure, short_error
+from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_failure,
+                      short_error)
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
 
@@ -109,6 +110,12 @@ class SubmissionGrader:
             lost = [c for c in outcome.checks if not c.passed]
             outcome.reason = ("; ".join(f"{c.grade_id}: {c.reason}" for c in lost)
                               if lost else "all tests passed")
+            notes = []
+            for nb in sorted((Path(self.coursedir.format_path(
+                    self.coursedir.autograded_directory, student, self.assignment))).glob("*.ipynb")):
+                notes += other_cell_errors(nb)
+            if notes:
+                outcome.reason += " (also failed, without points of their own: " + "; ".join(notes) + ")"
         else:
             outcome.reason = "; ".join(unreadable) or _nbgrader_error(log_text)
         outcome.duration_s = round(time.monotonic() - t0, 3)
@@ -128,7 +135,18 @@ def _nbgrader_error(log_text: str) -> str:
         "nbgrader could not grade it (see the log)"
 
 
+def skip_unused_imports() -> None:
+    """Keep out of this process what nbgrader would import and never use here.
+
+    ``jsonschema`` (under ``nbformat``) builds a parser for the ``iri`` string format from a
+    grammar when ``rfc3987_syntax`` is installed -- about a second per process; the notebook
+    schema has no such format, so the checker is not needed.
+    """
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+
 def main(argv: list[str] | None = None) -> int:
+    skip_unused_imports()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("course_root", type=Path)
     parser.add_argument("assignment")
@@ -153,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                                      reason=f"grading failed: {short_error(type(exc).__name__, str(exc))}")
             print(traceback.format_exc(), file=sys.stderr)
         results.write(json.dumps(outcome.to_json()) + "\n")
+    from .execute import shutdown_spare_kernels
+    shutdown_spare_kernels()
     return 0
 
 

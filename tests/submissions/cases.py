@@ -83,8 +83,7 @@ def _append_to_formula(code: str) -> Callable[[dict], dict]:
 _SNOOP = r'''
 import os, sqlite3
 from pathlib import Path
-here = Path.cwd()
-root = here.parents[2]          # <course>/autograded/<student>/ps1
+root = Path("__COURSE_ROOT__")  # the real course root, written in by write_submission
 def list_course_root():
     seen = set(os.listdir(root)) & {"source", "submitted", "release", "gradebook.db"}
     if not seen:
@@ -95,6 +94,7 @@ attempts = {
     "read solution": lambda: (root / "source" / "ps1" / "ps1.ipynb").read_text()[:50],
     "list course root": list_course_root,
     "read other submission": lambda: next((root / "submitted").glob("*/ps1/ps1.ipynb")).read_text()[:50],
+    "read other graded notebook": lambda: next((root / "autograded").glob("*/ps1/ps1.ipynb")).read_text()[:50],
     "read gradebook": lambda: (root / "gradebook.db").read_bytes()[:16],
     "write gradebook": lambda: sqlite3.connect(root / "gradebook.db").execute(
         "UPDATE grade SET auto_score = 100").connection.commit(),
@@ -163,16 +163,20 @@ CASES: list[Case] = [
          passes=("test_kernel",), reasons={t: r"time limit and was interrupted" for t in ADDRESS_TESTS}),
     Case("bad_infinite_loop_top_level", "an endless loop in the answer cell itself",
          _formula(GOOD_FORMULA + "while True:\n    pass\n"),
-         passes=("test_address_visible", "test_address_hidden", "test_kernel")),
+         passes=("test_address_visible", "test_address_hidden", "test_kernel"),
+         submission_reason=r"all tests passed .*address_formula: ran past the cell's time limit"),
     Case("bad_print_million_lines", "prints a million lines",
          _append_to_formula("for i in range(1_000_000):\n    print(i)\n")),
-    Case("bad_sys_exit", "sys.exit() in the answer cell", _append_to_formula("import sys\nsys.exit(3)\n")),
-    Case("bad_os_exit", "os._exit() in the answer cell", _append_to_formula("import os\nos._exit(3)\n")),
+    Case("bad_sys_exit", "sys.exit() in the answer cell", _append_to_formula("import sys\nsys.exit(3)\n"),
+         submission_reason=r"address_formula: SystemExit"),
+    Case("bad_os_exit", "os._exit() in the answer cell", _append_to_formula("import os\nos._exit(3)\n"),
+         submission_reason=r"address_formula: ExitBlocked: os\._exit\(3\) is not allowed"),
     Case("bad_segfault", "crashes the notebook's kernel (segfault through ctypes)",
          _append_to_formula("import ctypes\nctypes.string_at(0)\n"), passes=(),
          reasons={t: r"KernelDied|NotRun|kernel was lost" for t in TESTS}),
     Case("bad_memory_hog", "allocates memory without end",
-         _append_to_formula("hog = []\nwhile True:\n    hog.append(bytearray(50_000_000))\n")),
+         _append_to_formula("hog = []\nwhile True:\n    hog.append(bytearray(50_000_000))\n"),
+         submission_reason=r"address_formula: MemoryError"),
     Case("bad_snoop", "tries to read the solution, other submissions, the gradebook and the exchange, "
          "and to write the gradebook", _formula(_SNOOP),
          passes=("test_kernel",), reasons={t: r"negative address -1" for t in ADDRESS_TESTS}),
@@ -191,6 +195,11 @@ CASES: list[Case] = [
          _kernel_edit(_KERNEL_ADDR, _KERNEL_ADDR.replace(";", " + 2;")),
          passes=ADDRESS_TESTS, kernel=True,
          reasons={"test_kernel": r"KernelFault|misaligned|Misaligned|illegal|crash"}),
+    Case("bad_kernel_illegal_address", "the kernel stores 4 GB past the end of its output "
+         "(an illegal address: on a GPU it breaks the CUDA context)",
+         _kernel_edit("out[4 * lane + 0] = r0;", "out[4 * lane + 0 + (1u << 30)] = r0;"),
+         passes=ADDRESS_TESTS, kernel=True,
+         reasons={"test_kernel": r"KernelFault|illegal|past the end|out of bounds|crash"}),
     Case("bad_kernel_trap", "the kernel executes trap",
          _kernel_edit("unsigned r0, r1, r2, r3;", 'asm volatile("trap;");\n    unsigned r0, r1, r2, r3;'),
          passes=ADDRESS_TESTS, kernel=True, reasons={"test_kernel": r"KernelFault|trap|illegal|crash"}),
@@ -202,6 +211,9 @@ CASES: list[Case] = [
 ]
 
 NO_BACKEND = r"no backend can run this kernel|BackendUnavailable|cannot run"
+#: Replaced by the course root's path when a submission is written (the snooping case aims at
+#: the real folders, not at a guess).
+COURSE_ROOT_MARK = b"__COURSE_ROOT__"
 
 
 def notebook_for(case: Case) -> bytes:
@@ -217,7 +229,8 @@ def write_submission(course_root: Path, student: str, case: Case, assignment: st
                      timestamp: str = "2026-11-20 10:00:00.000000 UTC") -> Path:
     folder = Path(course_root) / "submitted" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{assignment}.ipynb").write_bytes(notebook_for(case))
+    data = notebook_for(case).replace(COURSE_ROOT_MARK, str(Path(course_root).resolve()).encode())
+    (folder / f"{assignment}.ipynb").write_bytes(data)
     (folder / "timestamp.txt").write_text(timestamp)
     return folder
 
