@@ -156,9 +156,12 @@ def write_report(out_dir: Path, report: dict) -> None:
     lines = [
         "# The CPU model against the GPU, kernel by kernel",
         "",
-        f"Every kernel of the project run on both backends with the same random inputs, "
-        f"{report['rounds']} rounds of fresh inputs per case, outputs compared bit for bit. "
-        f"Produced by `{report['command']}`.",
+        f"Kernels run on both backends with the same random inputs, {report['rounds']} rounds "
+        f"of fresh inputs per case, outputs compared bit for bit. Groups in this run: "
+        f"{', '.join(sorted(report['summary']['groups']))}"
+        + (" (the course's kernel solutions were left out: `--no-course`)"
+           if "--no-course" in report["command"] else "")
+        + f". Produced by `{report['command']}`.",
         "",
         "| | |", "| --- | --- |",
         f"| date | {env['date']} |",
