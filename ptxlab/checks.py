@@ -273,7 +273,7 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
     """Recognise the usual mistakes from the whole pattern of wrong lanes."""
     advice: list[str] = []
     g, e = got[lanes], exp[lanes]
-    base, stride = task.base, task.stride
+    base = task.base
     if np.array_equal(g, e - base):
         return ["every address is off by exactly `base`: add the tile's base address"]
     if np.array_equal(g - base, (e - base) // 2) and np.any(e != base):

@@ -157,7 +157,6 @@ class AddressTable:
         mine, _ = self.learner_addresses()
         have_formula = any(v is not None for v in mine) or bool(self.formula.value.strip()) \
             or self._callable is not None
-        verb = "land in" if self.instruction == "ldmatrix" else "come from"
         rows = []
         for lane in range(layouts.WARP_SIZE):
             role = layouts.address_role(lane, place.num)

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ptxlab import backends, course_cases, gpu, reference_cases as rc  # noqa: E402
+from ptxlab import course_cases, gpu, reference_cases as rc  # noqa: E402
 from ptxlab.backends import KernelCase  # noqa: E402
 from ptxlab.bench import cases as capstone_cases  # noqa: E402
 from ptxlab.bench.bank_study import REPS, STUDY  # noqa: E402

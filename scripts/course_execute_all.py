@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                "python": platform.python_version(), "notebooks": results,
                "passed": sum(r["status"] == "passed" for r in results), "total": len(results)}
     (args.out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
-    lines = [f"# Course notebooks executed top to bottom",
+    lines = ["# Course notebooks executed top to bottom",
              "",
              f"- date (UTC): {summary['date']}",
              f"- backend: {machine}",

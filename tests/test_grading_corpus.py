@@ -7,7 +7,6 @@ ones, and the snooping submission must find nothing.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import sys
 from pathlib import Path
 

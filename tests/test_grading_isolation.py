@@ -131,7 +131,7 @@ def test_fork_is_never_used_once_cupy_is_imported(monkeypatch, child_kind):
 
 
 def test_launch_log_and_messages_say_where_the_kernel_ran(tmp_path, monkeypatch):
-    backends = _backend_or_skip()
+    _backend_or_skip()
     log = tmp_path / "launches.jsonl"
     monkeypatch.setenv(iso.LAUNCH_LOG_ENV, str(log))
     src = 'extern "C" __global__ void k(unsigned* o) { o[threadIdx.x] = 7u; }'

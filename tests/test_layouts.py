@@ -1,5 +1,4 @@
 """The layout tables: one-to-one, and agreeing with the PTX ISA's formulas written independently."""
-import numpy as np
 import pytest
 
 from ptxlab import layouts

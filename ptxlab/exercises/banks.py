@@ -233,7 +233,6 @@ class SwizzledTask:
 def _decode_swizzled(task: SwizzledTask, addr: int) -> str:
     """Name what a byte address points at in the swizzled tile, in the learner's terms."""
     off = int(addr) - task.base
-    pitch = task.chunks * CHUNK_BYTES
     if off % CHUNK_BYTES:
         return f"{addr} (not 16-byte aligned)"
     if off < 0:

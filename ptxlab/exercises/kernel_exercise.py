@@ -41,9 +41,18 @@ def _first_lines(text: str, n: int = 8) -> str:
     return "\n      ".join(keep[:n])
 
 
-def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
-                    backend: str = "auto") -> CheckResult:
-    """Compile and run once; every failure mode becomes a result, never a traceback."""
+#: What a fault usually means in the course's kernels.
+FAULT_ADVICE = ("a fault usually means an address outside shared memory or not 16-byte aligned; "
+                "check your row addresses")
+
+
+def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str = "auto",
+                     fault_advice: str = FAULT_ADVICE):
+    """Compile and launch ``run`` once (on copies of its arrays).
+
+    Returns the :class:`~ptxlab.backends.LaunchResult`, or a failed :class:`CheckResult` that
+    words the compile error, fault or refused launch for a learner: never a traceback.
+    """
     try:
         from .. import backends
     except ImportError as exc:
@@ -51,20 +60,26 @@ def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
                            status="error")
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in run.args]
     try:
-        res = backends.launch(source, kernel_name, grid=run.grid, block=run.block, args=args,
-                              shared_mem=run.shared_mem, backend=backend)
-    except getattr(backends, "CompileError", ()) as exc:
+        return backends.launch(source, kernel_name, grid=run.grid, block=run.block, args=args,
+                               shared_mem=run.shared_mem, backend=backend)
+    except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
                            advice=["compiler says:\n      " + _first_lines(log)])
-    except getattr(backends, "KernelFault", ()) as exc:
+    except backends.KernelFault as exc:
         return CheckResult(name, False, 0.0, f"the kernel faulted ({run.label}): {exc}",
-                           status="error",
-                           advice=["a fault usually means an address outside shared memory or "
-                                   "not 16-byte aligned; check your row addresses"])
+                           status="error", advice=[fault_advice])
     except Exception as exc:
         return CheckResult(name, False, 0.0, f"launching the kernel failed ({run.label}): "
                            f"{type(exc).__name__}: {exc}", status="error")
+
+
+def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
+                    backend: str = "auto") -> CheckResult:
+    """Compile and run once; every failure mode becomes a result, never a traceback."""
+    res = launch_for_check(source, kernel_name, run, name, backend)
+    if isinstance(res, CheckResult):
+        return res
     out = np.asarray(res.outputs[run.out_index])
     exp = np.asarray(run.expected)
     if out.size * out.itemsize != exp.size * 4:
@@ -91,7 +106,8 @@ class KernelExercise(Exercise):
     advice_for: Sequence[tuple[Callable[[str], bool], str]] = field(default_factory=tuple)
     backend: str = "auto"
 
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
+    def source_problem(self, answer) -> CheckResult | None:
+        """A result for an answer that is not (yet) a kernel source to run, else ``None``."""
         if checks.is_unfinished_source(answer):
             return checks.not_implemented(self.title)
         if not isinstance(answer, str):
@@ -100,21 +116,31 @@ class KernelExercise(Exercise):
         if f"{self.kernel_name}(" not in answer.replace(" (", "("):
             return CheckResult(self.title, False, 0.0, f"the source has no kernel named "
                                f"{self.kernel_name}; keep the given signature", status="invalid")
+        return None
+
+    def run_case(self, answer: str, run) -> CheckResult:
+        """Launch one run and compare its output; subclasses compare other kinds of output."""
+        return run_kernel_case(answer, self.kernel_name, run, self.title, self.backend)
+
+    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
+        problem = self.source_problem(answer)
+        if problem is not None:
+            return problem
         runs = list(self.visible())
         if hidden:
             runs += self.hidden_cases(np.random.default_rng(HIDDEN_SEED))
         results = []
         for run in runs:
-            r = run_kernel_case(answer, self.kernel_name, run, self.title, self.backend)
-            results.append(r)
-            if not r.passed:
+            results.append(self.run_case(answer, run))
+            if not results[-1].passed:
                 break
         combined = checks.combine(self.title, results)
-        if results and "device" in results[-1].details:
-            combined.details["device"] = results[-1].details["device"]
+        device = results[-1].details.get("device", "") if results else ""
+        if device:
+            combined.details["device"] = device
             combined.details["backend"] = results[-1].details.get("backend", "")
             if combined.passed:
-                combined.message += f" on {results[-1].details['device']}"
+                combined.message += f" on {device}"
         if not combined.passed:
             for test, text in self.advice_for:
                 try:

@@ -20,9 +20,9 @@ import numpy.typing as npt
 from .. import checks, emulator, layouts, render
 from ..checks import AddressTask, CheckResult, LaneDiff
 from . import cases, tiles
-from .base import (HIDDEN_SEED, AddressExercise, ChoiceExercise, FragmentExercise,
+from .base import (AddressExercise, ChoiceExercise, FragmentExercise,
                    FunctionExercise)
-from .kernel_exercise import KernelExercise, KernelRun, run_kernel_case
+from .kernel_exercise import KernelExercise, KernelRun, launch_for_check
 
 __all__ = [
     "element_bits", "element_values", "round_to", "fragments", "result_matrix", "emulate_mma",
@@ -666,44 +666,14 @@ def compare_tile(got_bits: np.ndarray, run: TileRun, name: str, device: str = ""
 class TileKernelExercise(KernelExercise):
     """A kernel that writes a whole D tile; checked cell by cell against the emulator."""
 
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
-        from .. import backends
-
-        if checks.is_unfinished_source(answer):
-            return checks.not_implemented(self.title)
-        if not isinstance(answer, str):
-            return CheckResult(self.title, False, 0.0, f"expected CUDA source as a string, got "
-                               f"{type(answer).__name__}", status="invalid")
-        if f"{self.kernel_name}(" not in answer.replace(" (", "("):
-            return CheckResult(self.title, False, 0.0, f"the source has no kernel named "
-                               f"{self.kernel_name}; keep the given signature", status="invalid")
-        runs = list(self.visible())
-        if hidden:
-            runs += self.hidden_cases(np.random.default_rng(HIDDEN_SEED))
-        results, device = [], ""
-        for run in runs:
-            args = [a.copy() if isinstance(a, np.ndarray) else a for a in run.args]
-            try:
-                res = backends.launch(answer, self.kernel_name, grid=run.grid, block=run.block,
-                                      args=args, shared_mem=run.shared_mem, backend=self.backend)
-            except Exception:
-                # compile errors and faults: the shared runner words them for learners
-                result = run_kernel_case(answer, self.kernel_name, run, self.title, self.backend)
-            else:
-                device = res.device
-                out = np.asarray(res.outputs[run.out_index]).view(np.uint32)
-                result = compare_tile(out, run, self.title, device)
-            results.append(result)
-            if not result.passed:
-                break
-        combined = checks.combine(self.title, results)
-        if combined.passed and len(results) > 1 and device:
-            combined.message += f" on {device}"
-        if not combined.passed and combined.status == "checked":
-            for test, text in self.advice_for:
-                if test(answer):
-                    combined.advice.append(text)
-        return combined
+    def run_case(self, answer: str, run) -> CheckResult:
+        res = launch_for_check(answer, self.kernel_name, run, self.title, self.backend)
+        if isinstance(res, CheckResult):
+            return res
+        result = compare_tile(np.asarray(res.outputs[run.out_index]).view(np.uint32), run,
+                              self.title, res.device)
+        result.details.update(backend=res.backend, device=res.device)
+        return result
 
 
 tile_kernel = TileKernelExercise(

@@ -17,8 +17,8 @@ import numpy as np
 from .. import checks, emulator, layouts
 from ..checks import AddressTask, CheckResult
 from . import cases, tiles
-from .base import HIDDEN_SEED, AddressExercise, ChoiceExercise, FragmentExercise
-from .kernel_exercise import KernelExercise, _first_lines
+from .base import AddressExercise, ChoiceExercise, FragmentExercise
+from .kernel_exercise import KernelExercise, launch_for_check
 
 #: The mma whose accumulator the notebook stores: f16 in, f16 accumulators.
 MMA_F16 = ("m16n8k16", "f16", "f16", "f16", "f16")
@@ -56,23 +56,11 @@ class TileRun:
 def run_tile_case(source: str, kernel_name: str, run: TileRun, name: str,
                   backend: str = "auto") -> CheckResult:
     """Compile and run once, compare the stored matrix; every failure becomes a result."""
-    from .. import backends
-
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in run.args]
-    try:
-        res = backends.launch(source, kernel_name, grid=run.grid, block=run.block, args=args,
-                              shared_mem=run.shared_mem, backend=backend)
-    except backends.CompileError as exc:
-        return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
-                           advice=["compiler says:\n      " + _first_lines(exc.log or str(exc))])
-    except backends.KernelFault as exc:
-        return CheckResult(name, False, 0.0, f"the kernel faulted ({run.label}): {exc}",
-                           status="error",
-                           advice=["a fault names the lane: look at the row address that lane "
-                                   "gives (16-byte aligned, inside the tile, one lane per row)"])
-    except Exception as exc:
-        return CheckResult(name, False, 0.0, f"launching the kernel failed ({run.label}): "
-                           f"{type(exc).__name__}: {exc}", status="error")
+    res = launch_for_check(source, kernel_name, run, name, backend, fault_advice=(
+        "a fault names the lane: look at the row address that lane gives (16-byte aligned, "
+        "inside the tile, one lane per row)"))
+    if isinstance(res, CheckResult):
+        return res
     out = np.asarray(res.outputs[run.out_index])
     exp = np.asarray(run.expected)
     if out.nbytes != exp.size * 2:
@@ -93,35 +81,8 @@ def run_tile_case(source: str, kernel_name: str, run: TileRun, name: str,
 class TileKernelExercise(KernelExercise):
     """A kernel exercise whose runs are :class:`TileRun`: the output is a stored matrix."""
 
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
-        if checks.is_unfinished_source(answer):
-            return checks.not_implemented(self.title)
-        if not isinstance(answer, str):
-            return CheckResult(self.title, False, 0.0, f"expected CUDA source as a string, got "
-                               f"{type(answer).__name__}", status="invalid")
-        if f"{self.kernel_name}(" not in answer.replace(" (", "("):
-            return CheckResult(self.title, False, 0.0, f"the source has no kernel named "
-                               f"{self.kernel_name}; keep the given signature", status="invalid")
-        runs = list(self.visible())
-        if hidden:
-            runs += self.hidden_cases(np.random.default_rng(HIDDEN_SEED))
-        results = []
-        for run in runs:
-            results.append(run_tile_case(answer, self.kernel_name, run, self.title, self.backend))
-            if not results[-1].passed:
-                break
-        combined = checks.combine(self.title, results)
-        device = results[-1].details.get("device", "")
-        if combined.passed and len(results) > 1 and device:
-            combined.message += f" on {device}"
-        if not combined.passed:
-            for test, text in self.advice_for:
-                try:
-                    if test(answer):
-                        combined.advice.append(text)
-                except Exception:
-                    continue
-        return combined
+    def run_case(self, answer: str, run: TileRun) -> CheckResult:
+        return run_tile_case(answer, self.kernel_name, run, self.title, self.backend)
 
 
 def value_names(matrix: np.ndarray, label: str) -> Callable[[int], str]:

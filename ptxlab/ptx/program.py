@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from . import floats, memory
-from .errors import PtxSyntaxError, UnsupportedInstruction
+from .errors import PtxSyntaxError
 from .parser import (Addr, FImm, Function, Imm, Instruction, Module, Param, Reg, Sink, Special,
-                     Sym, VarDecl, Vec)
+                     Sym, VarDecl)
 from .values import (SIGNED_TYPES, TYPE_NAMES, VIEW_DTYPE, constant, convert_bits, storage_dtype,
                      type_bytes)
 

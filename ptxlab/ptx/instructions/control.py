@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..memory import LaneFault
-from ..parser import Imm, ParenList, Reg, Sym
+from ..parser import ParenList, Reg, Sym
 from ..program import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_RET, K_TRAP, CodeEntry,
                        Unsupported)
 from ..values import WARP

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import floats, memory
 from ..memory import LaneFault
-from ..parser import Reg, Sink, Sym, Vec
+from ..parser import Sym, Vec
 from ..program import Unsupported, types_of
 from ..values import (FLOAT_TYPES, SIGNED_TYPES, VIEW_DTYPE, WARP, type_bytes)
 from . import handles

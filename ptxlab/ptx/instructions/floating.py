@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import floats
 from ..program import Unsupported, types_of
-from ..values import VIEW_DTYPE, WARP
+from ..values import VIEW_DTYPE
 from . import handles
 
 _FMT = {"f16": floats.F16, "bf16": floats.BF16, "f32": floats.F32, "f64": floats.F64,

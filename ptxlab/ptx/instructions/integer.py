@@ -5,7 +5,7 @@ import numpy as np
 
 from ..program import Unsupported, types_of
 from ..values import (FLOAT_TYPES, SIGNED_BY_SIZE, SIGNED_TYPES, UNSIGNED_BY_SIZE, VIEW_DTYPE,
-                      WARP, constant)
+                      WARP)
 from . import handles
 
 _U = UNSIGNED_BY_SIZE

@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import floats
-from ..memory import SHARED_WINDOW, WINDOW_SIZE, LaneFault
-from ..parser import Addr, Imm, Reg, Sink, Vec
+from ..parser import Imm, Reg, Vec
 from ..program import Unsupported, types_of
-from ..values import VIEW_DTYPE, WARP, type_bytes
+from ..values import VIEW_DTYPE, WARP
 from . import handles
 
 _SPACES = {"global", "shared", "local", "param", "const"}
