@@ -110,39 +110,14 @@ def test_k_loop_mistakes_change_the_result():
             assert not np.array_equal(outputs[i], outputs[j])
 
 
-K_LOOP = r"""
-#include "capstone/capstone_ptx.cuh"
-__device__ __forceinline__ u32 tile_offset(int row, int chunk)
-{
-    return (u32)(row * 8 + (chunk ^ (row & 7))) * 16u;
-}
-extern "C" __global__ void warp_k_loop(const unsigned short* A, const unsigned short* B,
-                                       int n_chunk, float* out)
-{
-    __shared__ __align__(128) unsigned char smem[(16 + 64) * 128];
-    const u32 sA = smem_addr(smem), sB = sA + 16 * 128;
-    const int lane = threadIdx.x % 32;
-    for (int q = lane; q < 16 * 8; q += 32) cp_async_16(sA + tile_offset(q / 8, q % 8), A + q * 8);
-    for (int q = lane; q < 64 * 8; q += 32) cp_async_16(sB + tile_offset(q / 8, q % 8), B + q * 8);
-    cp_async_commit();
-    cp_async_wait<0>();
-    block_sync();
-    float acc[2][4] = {};
-    for (int ks = 0; ks < 4; ++ks) {
-        u32 a[4], b[4];
-        const u32 a_addr = sA + tile_offset(lane % 16, 2 * ks + lane / 16);
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(a_addr));
-        const u32 b_addr = sB + tile_offset(16 * ks + lane % 16, n_chunk + lane / 16);
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(b_addr));
-        mma_f16_f32(acc[0], a, b[0], b[1]);
-        mma_f16_f32(acc[1], a, b[2], b[3]);
-    }
-    for (int j = 0; j < 2; ++j)
-        for (int e = 0; e < 4; ++e) out[lane * 8 + j * 4 + e] = acc[j][e];
-}
-"""
+def _course_solution(key: str) -> str:
+    """The notebook's own solution source of a kernel exercise (one copy of the kernel)."""
+    from ptxlab import course_cases
+
+    return next(src for _, exercise, src in course_cases.solution_kernels() if exercise.key == key)
+
+
+K_LOOP = _course_solution(ex.k_loop_kernel.key)
 
 
 @pytest.fixture(scope="module")

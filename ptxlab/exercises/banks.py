@@ -19,6 +19,7 @@ from ..bench.bank_study import StudyLayout
 from ..checks import CheckResult, LaneDiff
 from . import tiles
 from .base import HIDDEN_SEED, ChoiceExercise, Exercise, FragmentExercise, FunctionExercise
+from .kernel_exercise import KernelExercise, launch_for_check
 
 #: Bytes of one ldmatrix row, and the unit every swizzle here moves: a 16-byte chunk.
 CHUNK_BYTES = layouts.ROW_BYTES
@@ -650,32 +651,6 @@ stored_position = _BoundFragmentExercise(
 ROUNDTRIP_KERNEL_NAME = "swizzle_roundtrip"
 
 
-def launch_for_check(source: str, kernel: str, *, name: str, label: str, args: list,
-                     grid=(1,), block=(32,), shared_mem: int = 0, backend: str = "auto"):
-    """Run a learner's kernel once: ``(LaunchResult, None)``, or ``(None, CheckResult)`` naming
-    what went wrong (compile error, fault, bad launch), never a traceback."""
-    from .. import backends
-    from .kernel_exercise import _first_lines
-
-    try:
-        res = backends.launch(source, kernel, grid=grid, block=block,
-                              args=[a.copy() if isinstance(a, np.ndarray) else a for a in args],
-                              shared_mem=shared_mem, backend=backend)
-    except backends.CompileError as exc:
-        return None, CheckResult(name, False, 0.0, "your kernel does not compile",
-                                 status="error", advice=["compiler says:\n      "
-                                                         + _first_lines(exc.log or str(exc))])
-    except backends.KernelFault as exc:
-        return None, CheckResult(name, False, 0.0, f"the kernel faulted ({label}): {exc}",
-                                 status="error", advice=["a fault usually means an address "
-                                                         "outside shared memory or not aligned "
-                                                         "to the access size"])
-    except Exception as exc:
-        return None, CheckResult(name, False, 0.0, f"launching the kernel failed ({label}): "
-                                 f"{type(exc).__name__}: {exc}", status="error")
-    return res, None
-
-
 def describe_tile_value(v: int) -> str:
     """The round-trip tile holds ids row * 64 + col."""
     r, c = divmod(int(v), A_TILE_COLS)
@@ -694,28 +669,47 @@ def roundtrip_expected(rows: int) -> np.ndarray:
     return np.array(out)
 
 
+@dataclass
+class RoundtripRun:
+    """One launch of the round-trip kernel on a tile of ``rows`` rows: its arguments are the
+    tile, the row count, the registers, the load addresses and a dump of shared memory."""
+
+    rows: int
+    label: str
+    args: list
+    shared_mem: int
+    grid: tuple = (1,)
+    block: tuple = (32,)
+    out_index: int = 2
+    compare: tuple = (2, 3, 4)
+
+
+def roundtrip_run(rows: int) -> RoundtripRun:
+    pieces = len(_pieces(rows, A_TILE_COLS // 8))
+    args = [np.arange(rows * A_TILE_COLS, dtype=np.uint16), np.int32(rows),
+            np.zeros(pieces * 128, np.uint32), np.zeros(pieces * 32, np.uint32),
+            np.full(rows * A_TILE_COLS, 0xFFFF, np.uint16)]
+    return RoundtripRun(rows, f"a tile of {rows} rows", args, rows * A_TILE_COLS * 2)
+
+
 @dataclass(repr=False)
-class SwizzleKernelExercise(Exercise):
+class SwizzleKernelExercise(KernelExercise):
     """The round-trip kernel: data kept (every chunk once in shared memory), registers equal
     to the emulator's, and every ldmatrix.x4 and 16-byte store conflict-free."""
 
     kernel_name: str = ROUNDTRIP_KERNEL_NAME
-    visible_rows: Sequence[int] = (16,)
-    hidden_rows: Sequence[int] = (32, 48)
-    backend: str = "auto"
+    visible: Callable[[], list] = lambda: [roundtrip_run(16)]
+    hidden_cases: Callable[[np.random.Generator], list] = (
+        lambda rng: [roundtrip_run(32), roundtrip_run(48)])
 
-    def _run(self, source: str, rows: int) -> CheckResult:
-        label = f"a tile of {rows} rows"
+    def run_case(self, answer: str, run: RoundtripRun) -> CheckResult:
+        rows, label = run.rows, run.label
         pieces = len(_pieces(rows, A_TILE_COLS // 8))
-        src = np.arange(rows * A_TILE_COLS, dtype=np.uint16)
-        args = [src, np.int32(rows), np.zeros(pieces * 128, np.uint32),
-                np.zeros(pieces * 32, np.uint32),
-                np.full(rows * A_TILE_COLS, 0xFFFF, np.uint16)]
-        res, fail = launch_for_check(source, self.kernel_name, name=self.title, label=label,
-                                     args=args, shared_mem=rows * A_TILE_COLS * 2,
-                                     backend=self.backend)
-        if fail is not None:
-            return fail
+        res = launch_for_check(answer, self.kernel_name, run, self.title, self.backend,
+                               fault_advice="a fault usually means an address outside shared "
+                                            "memory or not aligned to the access size")
+        if isinstance(res, CheckResult):
+            return res
         device = res.device
         dump = np.asarray(res.outputs[4]).reshape(-1, 8).astype(np.int64)
         # 1. every 16-byte chunk of the tile is somewhere in shared memory, exactly once
@@ -775,22 +769,6 @@ class SwizzleKernelExercise(Exercise):
                            f"all {pieces} ldmatrix.x4 and {rows * 8 // 32} stores are "
                            f"conflict-free ({label}) on {device}",
                            details={"device": device, "backend": res.backend})
-
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
-        if checks.is_unfinished_source(answer):
-            return checks.not_implemented(self.title)
-        if not isinstance(answer, str):
-            return CheckResult(self.title, False, 0.0, "expected CUDA source as a string",
-                               status="invalid")
-        if f"{self.kernel_name}(" not in answer.replace(" (", "("):
-            return CheckResult(self.title, False, 0.0, f"the source has no kernel named "
-                               f"{self.kernel_name}; keep the given kernel", status="invalid")
-        results = []
-        for rows in list(self.visible_rows) + (list(self.hidden_rows) if hidden else []):
-            results.append(self._run(answer, rows))
-            if not results[-1].passed:
-                break
-        return checks.combine(self.title, results)
 
 
 swizzle_roundtrip = SwizzleKernelExercise(

@@ -16,8 +16,9 @@ from .. import checks, emulator, layouts
 from ..checks import CheckResult, LaneDiff
 from . import tiles
 from .banks import (CHUNK_BYTES, SwizzledAddressExercise, SwizzledTask, gemm_swizzle,
-                    lane_rows_chunks, launch_for_check, swizzled_offset)
-from .base import HIDDEN_SEED, ChoiceExercise, Exercise
+                    lane_rows_chunks, swizzled_offset)
+from .base import ChoiceExercise, Exercise
+from .kernel_exercise import KernelExercise, launch_for_check
 
 MMA_F32 = ("m16n8k16", "f16", "f16", "f32", "f32")
 
@@ -258,23 +259,44 @@ K_LOOP_MISTAKES: tuple[tuple[dict, str], ...] = (
 )
 
 
+@dataclass
+class KLoopRun:
+    """One launch of the k-loop kernel: small-integer A and B, the C columns ``n_chunk`` picks."""
+
+    n_chunk: int
+    a: np.ndarray
+    b: np.ndarray
+    label: str
+    args: list
+    grid: tuple = (1,)
+    block: tuple = (32,)
+    shared_mem: int = 0
+    out_index: int = 3
+
+
+def k_loop_run(n_chunk: int, rng: np.random.Generator) -> KLoopRun:
+    a, b = k_loop_inputs(rng)
+    return KLoopRun(n_chunk, a, b, f"n_chunk = {n_chunk} (C columns {8 * n_chunk}-"
+                    f"{8 * n_chunk + 15})", [a, b, np.int32(n_chunk), np.zeros(256, np.float32)])
+
+
+def _k_loop_runs(chunks: Sequence[int], rng: np.random.Generator) -> list[KLoopRun]:
+    return [k_loop_run(n, rng) for n in chunks]
+
+
 @dataclass(repr=False)
-class KLoopExercise(Exercise):
+class KLoopExercise(KernelExercise):
     """The k-loop kernel: every accumulator of every lane equal to the emulator's."""
 
     kernel_name: str = K_LOOP_KERNEL_NAME
-    visible_chunks: Sequence[int] = (0, 6)
-    hidden_chunks: Sequence[int] = (2, 4)
-    backend: str = "auto"
+    visible: Callable[[], list] = lambda: _k_loop_runs((0, 6), np.random.default_rng(1))
+    hidden_cases: Callable[[np.random.Generator], list] = lambda rng: _k_loop_runs((2, 4), rng)
 
-    def _run(self, source: str, n_chunk: int, rng: np.random.Generator) -> CheckResult:
-        a, b = k_loop_inputs(rng)
-        label = f"n_chunk = {n_chunk} (C columns {8 * n_chunk}-{8 * n_chunk + 15})"
-        res, fail = launch_for_check(source, self.kernel_name, name=self.title, label=label,
-                                     args=[a, b, np.int32(n_chunk), np.zeros(256, np.float32)],
-                                     backend=self.backend)
-        if fail is not None:
-            return fail
+    def run_case(self, answer: str, run: KLoopRun) -> CheckResult:
+        a, b, n_chunk, label = run.a, run.b, run.n_chunk, run.label
+        res = launch_for_check(answer, self.kernel_name, run, self.title, self.backend)
+        if isinstance(res, CheckResult):
+            return res
         got = np.asarray(res.outputs[3]).view(np.uint32).reshape(32, 8)
         exp = k_loop_model(a, b, n_chunk)
         bad = np.argwhere(got != exp)
@@ -302,27 +324,6 @@ class KLoopExercise(Exercise):
                            f"{len(bad)} of {got.size} accumulators differ from the emulator "
                            f"({label}) on {res.device}", diffs=diffs, advice=advice,
                            wrong_lanes=sorted({int(l) for l in bad[:, 0]}))
-
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
-        if checks.is_unfinished_source(answer):
-            return checks.not_implemented(self.title)
-        if not isinstance(answer, str):
-            return CheckResult(self.title, False, 0.0, "expected CUDA source as a string",
-                               status="invalid")
-        if f"{self.kernel_name}(" not in answer.replace(" (", "("):
-            return CheckResult(self.title, False, 0.0, f"the source has no kernel named "
-                               f"{self.kernel_name}; keep the given kernel", status="invalid")
-        rng = np.random.default_rng(HIDDEN_SEED if hidden else 1)
-        results = []
-        for n_chunk in list(self.visible_chunks) + (list(self.hidden_chunks) if hidden else []):
-            results.append(self._run(answer, n_chunk, rng))
-            if not results[-1].passed:
-                break
-        combined = checks.combine(self.title, results)
-        device = results[-1].details.get("device")
-        if combined.passed and device and device not in combined.message:
-            combined.message += f" on {device}"
-        return combined
 
 
 k_loop_kernel = KLoopExercise(

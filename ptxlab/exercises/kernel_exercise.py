@@ -139,7 +139,7 @@ class KernelExercise(Exercise):
         if device:
             combined.details["device"] = device
             combined.details["backend"] = results[-1].details.get("backend", "")
-            if combined.passed:
+            if combined.passed and device not in combined.message:
                 combined.message += f" on {device}"
         if not combined.passed:
             for test, text in self.advice_for:
