@@ -20,6 +20,8 @@ import pytest
 
 from ptxlab.sources import kernels_dir
 
+ROOT = Path(__file__).resolve().parents[1]
+
 KERNELS = kernels_dir()
 CU_FILES = sorted(KERNELS.rglob("*.cu"))
 HEADERS = ["ldmatrix.cuh", "stmatrix.cuh", "movmatrix.cuh", "mma.cuh"]
@@ -151,3 +153,17 @@ def test_header_compiles_on_its_own_with_nvrtc(header: str):
 def test_reference_kernel_compiles_with_nvrtc(source: Path):
     ptx = nvrtc_ptx(source.read_text(), source.name, NVRTC_OPTIONS)
     assert emitted_instructions(ptx) == set(expected_instructions(source))
+
+
+def test_the_wheel_lists_every_subpackage_and_ships_the_kernels():
+    """pyproject.toml names the packages one by one (kernels/ travels as ptxlab._kernels):
+    a new subpackage must be added there, or an installed ptxlab would lack it."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11+")
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts)
+               for p in (ROOT / "ptxlab").rglob("__init__.py")}
+    assert on_disk | {"ptxlab._kernels"} == set(cfg["packages"])
+    assert cfg["package-dir"]["ptxlab._kernels"] == "kernels"
+    globs = cfg["package-data"]["ptxlab._kernels"]
+    shipped = {p for g in globs for p in (ROOT / "kernels").glob(g)}
+    assert shipped == {p for p in (ROOT / "kernels").rglob("*") if p.suffix in (".cu", ".cuh")}
