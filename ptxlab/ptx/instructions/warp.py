@@ -72,15 +72,21 @@ def _shared_offsets(get_addr, space: str, what: str):
     return offsets
 
 
+def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
+    """``(num, trans, registers, offsets)`` of an ldmatrix/stmatrix: the register operands
+    (checked against ``.num``) and a getter of the lanes' shared-memory offsets."""
+    num, trans, space = _matrix_form(ins, what)
+    regs = _regs(ins.operands[regs_at])
+    if len(regs) != num:
+        raise cx.error(f"{what} .x{num} needs {num} register(s) in braces, got {len(regs)}")
+    _, get_addr = cx.address(ins.operands[addr_at], space if space == "shared" else "generic")
+    return num, trans, regs, _shared_offsets(get_addr, space, what)
+
+
 @handles("ldmatrix")
 def ldmatrix(ins, cx):
-    num, trans, space = _matrix_form(ins, "ldmatrix")
-    dsts = _regs(ins.operands[0])
-    if len(dsts) != num:
-        raise cx.error(f"ldmatrix .x{num} needs {num} destination register(s), got {len(dsts)}")
+    num, trans, dsts, offsets = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
     sets = [cx.dst(d, "b32") for d in dsts]
-    _, get_addr = cx.address(ins.operands[1], space if space == "shared" else "generic")
-    offsets = _shared_offsets(get_addr, space, "ldmatrix")
 
     def fn(w, m):
         regs = emulator.ldmatrix(w.spaces.shared_bytes(), offsets(w), num=num, trans=trans)
@@ -91,13 +97,8 @@ def ldmatrix(ins, cx):
 
 @handles("stmatrix")
 def stmatrix(ins, cx):
-    num, trans, space = _matrix_form(ins, "stmatrix")
-    srcs = _regs(ins.operands[1])
-    if len(srcs) != num:
-        raise cx.error(f"stmatrix .x{num} needs {num} source register(s), got {len(srcs)}")
+    num, trans, srcs, offsets = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
     gets = [cx.src(s, "b32") for s in srcs]
-    _, get_addr = cx.address(ins.operands[0], space if space == "shared" else "generic")
-    offsets = _shared_offsets(get_addr, space, "stmatrix")
 
     def fn(w, m):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
