@@ -30,7 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_missing", None):
         print(args._missing, file=sys.stderr)
         return 2
-    return int(loaded[args.command].run(args) or 0)
+    try:
+        return int(loaded[args.command].run(args) or 0)
+    except BrokenPipeError:  # `ptxlab status | head`: the reader left, which is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
