@@ -191,8 +191,9 @@ def type_size(t: str) -> int:
 # Statement splitting
 # ---------------------------------------------------------------------------------------------
 
-_LINE_DIRECTIVES = (".loc", ".file", ".version", ".target", ".address_size", ".section",
-                    ".pragma_line")
+#: Directives that end at the end of their line; the name must end there too (``.local`` is a
+#: declaration, not a ``.loc``).
+_LINE_DIRECTIVE = re.compile(r"\.(loc|file|version|target|address_size|section)(?![\w$])")
 _LABEL = re.compile(r"([A-Za-z_$%][\w$]*)\s*:(?!:)")
 
 
@@ -258,7 +259,7 @@ def _statements(text: str) -> list[_Stmt]:
             i += 1
             continue
         start_line = line
-        if text.startswith(_LINE_DIRECTIVES, i) and not text[i:i + 16].startswith(".pragma "):
+        if _LINE_DIRECTIVE.match(text, i):
             j = text.find("\n", i)
             j = n if j < 0 else j
             stmt = text[i:j].strip().rstrip(";")

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from ..memory import LaneFault
+from ..interpreter import lanes_of
 from ..values import WARP
 
 #: printf conversions: flags, width, precision, length, conversion.
@@ -96,33 +96,21 @@ def format_printf(w, fmt: str, args_addr: int, lane: int) -> str:
 def _vprintf(ins, cx, ret_names, arg_names):
     if len(arg_names) < 1:
         raise cx.error("vprintf needs a format argument")
-    ret_set = None
-    if ret_names:
-        ret_name = ret_names[0]
-
-        def ret_set(caller, count):
-            buf = caller.pvars.setdefault(ret_name, np.zeros((WARP, 4), np.uint8))
-            buf[:, :4] = np.full(WARP, count, dtype=np.int32).view(np.uint8).reshape(WARP, 4)
+    ret_name = ret_names[0] if ret_names else None
 
     def fn(w, m, caller):
         fmts = _pointer(caller, arg_names[0])
         args = _pointer(caller, arg_names[1]) if len(arg_names) > 1 else np.zeros(WARP, np.uint64)
-        lanes = range(WARP) if m is None else np.nonzero(m)[0]
-        sink = w.launch.printf
-        for lane in lanes:
-            lane = int(lane)
+        sink = w.launch.printf or sys.stdout.write
+        for lane in lanes_of(m):
+            fmt = _read_string(w, int(fmts[lane]), lane)
             try:
-                fmt = _read_string(w, int(fmts[lane]), lane)
                 text = format_printf(w, fmt, int(args[lane]), lane)
-            except LaneFault:
-                raise
             except (TypeError, ValueError) as exc:
                 text = f"[printf could not format this line: {exc}]\n"
-            if sink is not None:
-                sink(text)
-            else:
-                sys.stdout.write(text)
-        if ret_set is not None:
-            ret_set(caller, 0)
+            sink(text)
+        if ret_name is not None:       # vprintf returns an int; the model reports 0
+            buf = caller.pvars.setdefault(ret_name, np.zeros((WARP, 4), np.uint8))
+            buf[:, :4] = 0
         return m
     return fn

@@ -1,0 +1,51 @@
+"""Ordinary CUDA that learners write around the matrix instructions, on the CPU model: a local
+array indexed at run time (a ``.local`` depot in the PTX), device ``printf``, and the warp
+intrinsics that compile to ``shfl``/``vote``/``match``/``activemask``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptxlab import backends
+
+ok, why = backends.cpu_available()
+pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
+
+
+def test_local_array_indexed_at_run_time():
+    src = r'''extern "C" __global__ void k(float* x, const int* idx) {
+      float buf[8];
+      for (int i = 0; i < 8; ++i) buf[i] = x[threadIdx.x] * i;
+      x[threadIdx.x] = buf[idx[threadIdx.x] & 7];
+    }'''
+    lanes = np.arange(32)
+    res = backends.launch(src, "k", block=(32,), backend="cpu",
+                          args=[lanes.astype(np.float32), (lanes * 5).astype(np.int32)])
+    assert np.array_equal(res.outputs[0], lanes * ((lanes * 5) & 7))
+
+
+def test_printf_prints_each_lane(capsys):
+    src = r'''extern "C" __global__ void k(const float* x) {
+      if (threadIdx.x < 2) printf("lane %d: %.2f %s\n", (int)threadIdx.x, x[threadIdx.x], "ok");
+    }'''
+    backends.launch(src, "k", block=(32,), backend="cpu",
+                    args=[np.array([0.5] * 32, dtype=np.float32)])
+    assert capsys.readouterr().out == "lane 0: 0.50 ok\nlane 1: 0.50 ok\n"
+
+
+def test_warp_intrinsics():
+    src = r'''extern "C" __global__ void k(unsigned* out) {
+      unsigned t = threadIdx.x, am = 0;
+      unsigned b = __ballot_sync(0xffffffffu, t % 3 == 0);
+      if (t < 20) am = __activemask();
+      int s = __shfl_down_sync(0xffffffffu, (int)t, 3);
+      unsigned mt = __match_any_sync(0xffffffffu, t / 8);
+      out[t] = b ^ am ^ (unsigned)s ^ mt;
+    }'''
+    res = backends.launch(src, "k", block=(32,), args=[np.zeros(32, np.uint32)], backend="cpu")
+    t = np.arange(32)
+    ballot = sum(1 << i for i in range(0, 32, 3))
+    active = np.where(t < 20, (1 << 20) - 1, 0)
+    shuffled = np.where(t + 3 < 32, t + 3, t)
+    matched = 0xFF << (8 * (t // 8))
+    assert np.array_equal(res.outputs[0], (ballot ^ active ^ shuffled ^ matched).astype(np.uint32))
