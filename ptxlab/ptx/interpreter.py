@@ -317,8 +317,7 @@ def run_flow(w: Warp, fl: Flow) -> int:
                         f"{e.extra or 'this warp-collective instruction'} needs all 32 lanes of "
                         f"the warp, but {_lanes(gone)} "
                         + ("never existed (the block size is not a multiple of 32)"
-                           if not (w.block.thread_exists[w.index] | w.live).all() is False
-                           and (~w.block.thread_exists[w.index]).any() else "have exited"),
+                           if (gone & ~w.block.thread_exists[w.index]).any() else "have exited"),
                         lanes_of(gone), kind="divergence")
                 if k == K_COLL:
                     e.fn(w, m)

@@ -11,22 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from ... import emulator, layouts
+from ..interpreter import lanes_of, mask_bits
 from ..memory import SHARED_WINDOW, WINDOW_SIZE, LaneFault
 from ..parser import Pair, Reg, Vec
 from ..program import K_COLL, K_OP, CodeEntry, Unsupported
 from ..values import WARP
 from . import handles
 
-_ALL = np.arange(WARP)
 _LANE_BITS = (np.uint64(1) << np.arange(WARP, dtype=np.uint64))
-
-
-def _lanes(m) -> np.ndarray:
-    return _ALL if m is None else np.nonzero(m)[0]
-
-
-def _mask_bits(m) -> int:
-    return 0xFFFFFFFF if m is None else int(_LANE_BITS[m].sum())
 
 
 def _regs(op) -> list:
@@ -246,7 +238,7 @@ def vote(ins, cx):
         vals = np.broadcast_to(np.asarray(a(w), dtype=bool), (WARP,))
         mine = vals[active]
         if mode == "ballot":
-            res = np.full(WARP, int(_LANE_BITS[active & vals].sum()), dtype=np.uint32)
+            res = np.full(WARP, mask_bits(active & vals), dtype=np.uint32)
         elif mode == "all":
             res = np.full(WARP, bool(mine.all()))
         elif mode == "any":
@@ -262,7 +254,7 @@ def activemask(ins, cx):
     d = cx.dst(ins.operands[0], "b32")
 
     def fn(w, m):
-        d(w, np.full(WARP, _mask_bits(m), dtype=np.uint32), m)
+        d(w, np.full(WARP, mask_bits(m), dtype=np.uint32), m)
     return CodeEntry(K_OP, fn)
 
 
@@ -289,7 +281,7 @@ def match(ins, cx):
             d(w, bits, m)
             return
         all_same = bool((vals[active] == vals[active][0]).all())
-        d(w, np.full(WARP, _mask_bits(m) if all_same else 0, dtype=np.uint32), m)
+        d(w, np.full(WARP, mask_bits(m) if all_same else 0, dtype=np.uint32), m)
         if p is not None:
             p(w, np.full(WARP, all_same), m)
     return CodeEntry(K_COLL, fn, member=member, extra=ins.full_opcode)
@@ -331,7 +323,7 @@ def elect(ins, cx):
     member = _membermask(ins, cx, 1)
 
     def fn(w, m):
-        first = int(_lanes(m)[0])
+        first = lanes_of(m)[0]
         if d is not None:
             d(w, np.full(WARP, first, dtype=np.uint32), m)
         if p is not None:
