@@ -29,7 +29,7 @@ from .layouts import ROW_BYTES, WARP_SIZE
 __all__ = [
     "EmulatorError", "MisalignedAddress", "AddressOutOfRange", "BadOperand", "UndefinedResult",
     "ldmatrix", "stmatrix", "movmatrix", "mma", "ldmatrix_batch", "stmatrix_batch",
-    "pack_b16", "unpack_b16", "matrices_to_fragment", "fragment_to_matrices",
+    "pack_b16", "unpack_b16", "matrices_to_fragment", "fragment_to_matrices", "element_bits",
 ]
 
 
@@ -365,6 +365,29 @@ def _decode_values(bits: np.ndarray, typ: str) -> np.ndarray:
     if typ == "s32":
         return bits.astype(np.uint32).view(np.int32).astype(np.int64)
     raise BadOperand(f"unknown element type {typ}")
+
+
+def element_bits(values, typ: str) -> np.ndarray:
+    """Numbers -> the ``uint32`` bit patterns of elements of PTX type ``typ``: the inputs of an
+    mma as a kernel would hold them.
+
+    f16 and bf16 round to nearest even (bf16 through f32, as a ``cvt`` chain would); ``tf32``
+    elements are stored as the f32 pattern (the tensor core decides what to read of it); s8/u8
+    keep the low 8 bits of the two's complement, s32 the low 32 bits.
+    """
+    v = np.asarray(values)
+    if typ == "f16":
+        return v.astype(np.float16).view(np.uint16).astype(np.uint32)
+    if typ == "bf16":
+        f = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return (((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint32)
+    if typ in ("f32", "tf32"):
+        return v.astype(np.float32).view(np.uint32).astype(np.uint32)
+    if typ in ("s8", "u8"):
+        return (v.astype(np.int64) & 0xFF).astype(np.uint32)
+    if typ == "s32":
+        return (v.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+    raise BadOperand(f"unknown element type {typ!r}")
 
 
 def _wrap_s32(values: np.ndarray) -> np.ndarray:

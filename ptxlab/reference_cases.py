@@ -175,32 +175,15 @@ def random_row_addresses(rng: np.random.Generator, cases: int, num: int,
     return (rows[:, lanes] * ROW).astype(np.uint32)
 
 
-def _f32_bits(values: np.ndarray) -> np.ndarray:
-    return np.asarray(values, dtype=np.float32).view(np.uint32)
-
-
 def _bits_of(values: np.ndarray, typ: str, rng: np.random.Generator | None = None,
              low_noise: bool = False) -> np.ndarray:
-    """Element values (exactly representable where it matters) -> bit patterns of ``typ``."""
-    if typ == "f16":
-        return np.asarray(values, dtype=np.float16).view(np.uint16).astype(np.uint32)
-    if typ == "bf16":
-        f = _f32_bits(values).astype(np.uint64)
-        rounded = (f + 0x7FFF + ((f >> 16) & 1)) >> 16                 # round to nearest even
-        return rounded.astype(np.uint32) & 0xFFFF
-    if typ == "tf32":
-        bits = _f32_bits(values)
-        if low_noise:
-            bits = (bits & np.uint32(0xFFFFE000)) | rng.integers(0, 1 << 13, size=bits.shape,
-                                                                 dtype=np.uint32)
-        return bits
-    if typ == "f32":
-        return _f32_bits(values)
-    if typ == "s8":
-        return np.asarray(values, dtype=np.int64).astype(np.int8).view(np.uint8).astype(np.uint32)
-    if typ == "s32":
-        return (np.asarray(values, dtype=np.int64) & 0xFFFFFFFF).astype(np.uint32)
-    raise ValueError(f"unknown element type {typ}")
+    """Element values -> bit patterns of ``typ``; ``low_noise`` fills the 13 low bits of tf32
+    elements with noise the tensor core must ignore."""
+    bits = emulator.element_bits(values, typ)
+    if typ == "tf32" and low_noise:
+        bits = (bits & np.uint32(0xFFFFE000)) | rng.integers(0, 1 << 13, size=bits.shape,
+                                                             dtype=np.uint32)
+    return bits
 
 
 def _special_values(rng: np.random.Generator, shape, typ: str) -> np.ndarray:

@@ -33,17 +33,6 @@ from ptxlab import backends, emulator, gpu, layouts, reference_cases as rc  # no
 DISTRIBUTIONS = ("normal", "wide", "cancel", "dominant", "big_c", "small_c")
 
 
-def _bits(values: np.ndarray, typ: str) -> np.ndarray:
-    """Round-to-nearest bit patterns of ``values`` in ``typ`` (tf32 kept as full f32 bits)."""
-    if typ == "f16":
-        return values.astype(np.float16).view(np.uint16).astype(np.uint32)
-    if typ == "bf16":
-        f = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-        rounded = (f + 0x7FFF + ((f >> 16) & 1)) >> 16
-        return rounded.astype(np.uint32) & 0xFFFF
-    return values.astype(np.float32).view(np.uint32)
-
-
 def matrices(rng: np.random.Generator, dist: str, cases: int, form: layouts.MmaForm):
     """Real-valued A (cases, M, K), B (cases, K, N), C (cases, M, N) of one distribution."""
     m, n, k = form.m, form.n, form.k
@@ -90,9 +79,9 @@ def collect(form_name: str, cases: int, seed: int, backend: str = "gpu",
     for dist in DISTRIBUTIONS:
         a, b, c = matrices(rng, dist, cases, form)
         with np.errstate(over="ignore", invalid="ignore"):
-            ab = _bits(a, form.atype if form.atype != "tf32" else "f32")
-            bb = _bits(b, form.btype if form.btype != "tf32" else "f32")
-            cb = _bits(c, form.ctype)
+            ab = emulator.element_bits(a, form.atype)
+            bb = emulator.element_bits(b, form.btype)
+            cb = emulator.element_bits(c, form.ctype)
         if form.atype == "tf32":      # random low bits too: the tensor core must ignore them
             ab |= rng.integers(0, 1 << 13, size=ab.shape, dtype=np.uint32)
             bb |= rng.integers(0, 1 << 13, size=bb.shape, dtype=np.uint32)

@@ -37,32 +37,8 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def _f32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
-    """Round float32 values to bf16 (nearest even) and return the 16-bit patterns."""
-    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return rounded.astype(np.uint32) & 0xFFFF
-
-
-def element_bits(values: npt.ArrayLike, typ: str) -> np.ndarray:
-    """Numbers -> the bit patterns (``uint32``) of elements of PTX type ``typ``.
-
-    f16 and bf16 round to nearest even; ``tf32`` elements are stored as the f32 pattern (the
-    tensor core decides what to read of it); s8 keeps the low 8 bits of the two's complement,
-    s32 the low 32 bits.
-    """
-    v = np.asarray(values)
-    if typ == "f16":
-        return v.astype(np.float16).view(np.uint16).astype(np.uint32)
-    if typ == "bf16":
-        return _f32_to_bf16_bits(v.astype(np.float32))
-    if typ in ("f32", "tf32"):
-        return v.astype(np.float32).view(np.uint32).astype(np.uint32)
-    if typ in ("s8", "u8"):
-        return (v.astype(np.int64) & 0xFF).astype(np.uint32)
-    if typ == "s32":
-        return (v.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
-    raise ValueError(f"unknown element type {typ!r}")
+#: Numbers -> element bit patterns (kept under this name: the notebook and exercises use it).
+element_bits = emulator.element_bits
 
 
 def element_values(bits: npt.ArrayLike, typ: str) -> np.ndarray:
