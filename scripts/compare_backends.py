@@ -93,21 +93,6 @@ class CaseResult:
     errors: list = field(default_factory=list)
 
 
-def _ulp(a: np.ndarray, b: np.ndarray) -> int:
-    """Largest distance in units in the last place between two arrays of float bits."""
-    if a.dtype.itemsize == 2:
-        ia, ib = a.view(np.int16).astype(np.int64), b.view(np.int16).astype(np.int64)
-        flip = 0x8000
-    elif a.dtype.itemsize == 4:
-        ia, ib = a.view(np.int32).astype(np.int64), b.view(np.int32).astype(np.int64)
-        flip = 0x80000000
-    else:
-        return -1
-    ia = np.where(ia < 0, -(ia + flip), ia)
-    ib = np.where(ib < 0, -(ib + flip), ib)
-    return int(np.abs(ia - ib).max())
-
-
 def run_case(group: str, case: KernelCase, a: str, b: str) -> tuple[CaseResult, list]:
     res = CaseResult(group, case.name)
     try:
@@ -132,7 +117,9 @@ def run_case(group: str, case: KernelCase, a: str, b: str) -> tuple[CaseResult, 
             same = False
             res.mismatched_elements += int(diff.sum())
             if oa.dtype.kind == "f" or group != "reference":
-                res.max_ulp = max(res.max_ulp or 0, _ulp(ua, ub))
+                width = 8 * ua.dtype.itemsize
+                ulp = int(rc.ulp_distance(ua, ub, width).max()) if width in (16, 32) else -1
+                res.max_ulp = max(res.max_ulp or 0, ulp)
     res.identical_runs = int(same)
     return res, [ra.device, rb.device]
 
