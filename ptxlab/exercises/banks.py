@@ -593,32 +593,7 @@ def _stored_case(ks: int):
     return (layout, lambda m, r, c, _ks=ks: (r, stored_column(r, 16 * _ks + c)), (ks,))
 
 
-@dataclass(repr=False)
-class _BoundFragmentExercise(FragmentExercise):
-    """A fragment exercise with extra arguments whose known mistakes take them too."""
-
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
-        if answer is None:
-            return checks.not_implemented(self.title)
-        cases = list(self.visible()) + (list(self.hidden_cases()) if hidden else [])
-        results = []
-        for layout, to_answer, extra in cases:
-            fn = (lambda *a, _e=tuple(extra): answer(*a, *_e)) if callable(answer) else answer
-            bound = [(lambda *a, _m=m, _e=tuple(extra): _m(*a, *_e), text)
-                     for m, text in self.mistakes]
-            res = checks.check_fragment(fn, layout, name=self.title, to_answer=to_answer,
-                                        answer_names=self.answer_names,
-                                        arg_names=self.arg_names[:3], mistakes=bound)
-            if res.status == "not_implemented":
-                return res
-            if not res.passed:
-                res.message += " with " + ", ".join(f"{n}={v}" for n, v in
-                                                     zip(self.arg_names[3:], extra))
-            results.append(res)
-        return checks.combine(self.title, results)
-
-
-stored_position = _BoundFragmentExercise(
+stored_position = FragmentExercise(
     key="banks.stored_position",
     title="swizzled A: where in shared memory (lane, reg, half) came from",
     arg_names=("lane", "reg", "half", "ks"),

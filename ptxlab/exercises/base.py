@@ -100,7 +100,7 @@ class FragmentExercise(Exercise):
     """A function ``fn(lane, reg, half) -> coordinates`` for one or more fragment layouts.
 
     ``cases`` yields ``(layout, to_answer, extra_args)``: the learner's function is called as
-    ``fn(lane, reg, half, *extra_args)``.
+    ``fn(lane, reg, half, *extra_args)``, and so is each known mistake.
     """
 
     arg_names: Sequence[str] = ("lane", "reg", "half")
@@ -115,11 +115,16 @@ class FragmentExercise(Exercise):
         cases = list(self.visible()) + (list(self.hidden_cases()) if hidden else [])
         results = []
         for layout, to_answer, extra in cases:
-            fn = answer if not extra else (lambda *a, _e=tuple(extra): answer(*a, *_e))
+            fn, mistakes = answer, self.mistakes
+            if extra:   # the answer and the known mistakes both take the case's extra arguments
+                e = tuple(extra)
+                if callable(answer):
+                    fn = lambda *a, _e=e: answer(*a, *_e)  # noqa: E731
+                mistakes = [(lambda *a, _m=m, _e=e: _m(*a, *_e), text)
+                            for m, text in self.mistakes]
             res = checks.check_fragment(fn, layout, name=self.title, to_answer=to_answer,
                                         answer_names=self.answer_names,
-                                        arg_names=self.arg_names[:3], mistakes=self.mistakes
-                                        if not extra else ())
+                                        arg_names=self.arg_names[:3], mistakes=mistakes)
             if res.status == "not_implemented":
                 return res
             if extra and not res.passed:

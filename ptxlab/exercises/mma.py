@@ -224,32 +224,6 @@ accumulator = FragmentExercise(
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(repr=False)
-class WidthFragmentExercise(FragmentExercise):
-    """A fragment formula ``fn(lane, reg, elem, bits)`` checked on layouts of several element
-    widths; known mistakes take the same four arguments."""
-
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
-        if answer is None:
-            return checks.not_implemented(self.title)
-        todo = list(self.visible()) + (list(self.hidden_cases()) if hidden else [])
-        results = []
-        for layout, to_answer, extra in todo:
-            fn = (lambda *a, _e=tuple(extra): answer(*a, *_e))
-            mistakes = [(lambda *a, _f=f, _e=tuple(extra): _f(*a, *_e), text)
-                        for f, text in self.mistakes]
-            res = checks.check_fragment(fn, layout, name=self.title, to_answer=to_answer,
-                                        answer_names=self.answer_names,
-                                        arg_names=self.arg_names[:3], mistakes=mistakes)
-            if res.status == "not_implemented":
-                return res
-            if not res.passed:
-                res.message += ", with " + ", ".join(
-                    f"{n}={v}" for n, v in zip(self.arg_names[3:], extra))
-            results.append(res)
-        return checks.combine(self.title, results)
-
-
 def _b_cases(variants) -> list[tuple]:
     out = []
     for v in variants:
@@ -262,7 +236,7 @@ _B_VISIBLE = (("m16n8k16", "f16", "f16", "f32", "f32"), ("m16n8k8", "tf32", "tf3
 _B_HIDDEN = (("m16n8k32", "s8", "s8", "s32", "s32"), ("m16n8k8", "f16", "f16", "f32", "f32"),
              ("m16n8k16", "bf16", "bf16", "f32", "f32"))
 
-b_fragment = WidthFragmentExercise(
+b_fragment = FragmentExercise(
     key="mma.b_fragment",
     title="mma B fragment of any element width: (lane, reg, elem, bits) -> (k, n)",
     arg_names=("lane", "reg", "elem", "bits"),
