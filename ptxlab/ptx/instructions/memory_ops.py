@@ -57,28 +57,37 @@ def _pvar(w, name: str, size: int) -> np.ndarray:
     return arr
 
 
-@handles("ld", "ldu")
-def ld(ins, cx):
+def _access(ins, cx, value_at: int, addr_at: int, values: str):
+    """What ld and st share: ``(type, vector width, numpy dtype, value operands, space, address
+    getter, param)``, ``param`` being ``(name, offset, size)`` for a call parameter, else None."""
     tys = types_of(ins.mods)
     if not tys:
         raise cx.error(f"{ins.full_opcode} has no type")
     t = tys[-1]
     if t == "b128":
-        raise Unsupported(f"{ins.full_opcode}: 128-bit loads are not modelled")
+        raise Unsupported(f"{ins.full_opcode}: 128-bit accesses are not modelled")
     n = _vec(ins)
-    space = _space(ins)
-    dst, addr = ins.operands[0], ins.operands[1]
-    dsts = list(dst.items) if isinstance(dst, Vec) else [dst]
-    if len(dsts) != n:
-        raise cx.error(f"{ins.full_opcode} needs {n} destination register(s)")
-    sets = [cx.dst(d, t) for d in dsts]
+    op, addr = ins.operands[value_at], ins.operands[addr_at]
+    regs = list(op.items) if isinstance(op, Vec) else [op]
+    if len(regs) != n:
+        raise cx.error(f"{ins.full_opcode} needs {n} {values}")
     vd = np.dtype(VIEW_DTYPE[t])
-    what = ins.full_opcode
-    sp, get_addr = cx.address(addr, space)
+    sp, get_addr = cx.address(addr, _space(ins))
+    param = None
     if sp == "callparam":
-        name = get_addr
-        off = addr.offset
-        size = max(_callparam_size(cx, name), off + vd.itemsize * n)
+        param = (get_addr, addr.offset,
+                 max(_callparam_size(cx, get_addr), addr.offset + vd.itemsize * n))
+    return t, n, vd, regs, sp, get_addr, param
+
+
+@handles("ld", "ldu")
+def ld(ins, cx):
+    t, n, vd, dsts, sp, get_addr, param = _access(ins, cx, value_at=0, addr_at=1,
+                                                  values="destination register(s)")
+    sets = [cx.dst(d, t) for d in dsts]
+    what = ins.full_opcode
+    if param is not None:
+        name, off, size = param
 
         def ld_param(w, m):
             raw = _pvar(w, name, size)[:, off:off + vd.itemsize * n]
@@ -116,26 +125,12 @@ def ld(ins, cx):
 
 @handles("st")
 def st(ins, cx):
-    tys = types_of(ins.mods)
-    if not tys:
-        raise cx.error(f"{ins.full_opcode} has no type")
-    t = tys[-1]
-    if t == "b128":
-        raise Unsupported(f"{ins.full_opcode}: 128-bit stores are not modelled")
-    n = _vec(ins)
-    space = _space(ins)
-    addr, src = ins.operands[0], ins.operands[1]
-    srcs = list(src.items) if isinstance(src, Vec) else [src]
-    if len(srcs) != n:
-        raise cx.error(f"{ins.full_opcode} needs {n} source value(s)")
+    t, n, vd, srcs, sp, get_addr, param = _access(ins, cx, value_at=1, addr_at=0,
+                                                  values="source value(s)")
     gets = [cx.src(x, t) for x in srcs]
-    vd = np.dtype(VIEW_DTYPE[t])
     what = ins.full_opcode
-    sp, get_addr = cx.address(addr, space)
-    if sp == "callparam":
-        name = get_addr
-        off = addr.offset
-        size = max(_callparam_size(cx, name), off + vd.itemsize * n)
+    if param is not None:
+        name, off, size = param
 
         def st_param(w, m):
             arr = _pvar(w, name, size)
