@@ -3,7 +3,7 @@
 Usage: python benchmarks/bench_cpu_backend.py [--reps 3] [--out reports/cpu_backend]
        python benchmarks/bench_cpu_backend.py --profile capstone_gemm_tile   # where time goes
 
-Every case is launched through ``ptxlab.backends.launch(..., backend="cpu")``, the call the
+Every case is launched through ``ptxlab.run.backends.launch(..., backend="cpu")``, the call the
 notebooks make, in fresh child processes, three ways:
 
 * **cold**: an empty PTX cache directory (``PTXLAB_CACHE_DIR``): the first launch compiles with
@@ -91,8 +91,8 @@ class Case:
 
 
 def _round_trip():
-    from ptxlab import emulator, layouts
-    from ptxlab.backends import KernelCase
+    from ptxlab.model import emulator, layouts
+    from ptxlab.run.backends import KernelCase
 
     rng = np.random.default_rng(1)
     a = rng.integers(-3, 4, (16, 16)).astype(np.float16)
@@ -134,8 +134,8 @@ def _capstone(kind: str):
 
 def _reference(form_name: str, kind: str):
     def build():
-        from ptxlab import reference_cases as rc
-        from ptxlab.backends import KernelCase
+        from ptxlab.run import reference_cases as rc
+        from ptxlab.run.backends import KernelCase
 
         f = rc.form(form_name)
         n_cases, smem = 2, 1024          # what the CPU-vs-GPU comparison uses (small=True)
@@ -182,7 +182,7 @@ CASE_BY_NAME = {c.name: c for c in CASES}
 
 def _instrument(acc: dict) -> None:
     """Wrap the CPU backend's steps with timers (module attributes, looked up at call time)."""
-    from ptxlab import backends, cpu
+    from ptxlab.run import backends, cpu
 
     def timed(name, fn):
         def wrapper(*a, **k):
@@ -217,10 +217,10 @@ def _instrument(acc: dict) -> None:
 def _count_instructions(case) -> dict:
     """Warp-level instructions one launch executes (each group of lanes issuing one counts
     once), on a separately decoded copy of the program wrapped with counters."""
-    from ptxlab import cpu
-    from ptxlab.ptx.interpreter import Launch
-    from ptxlab.ptx.parser import parse_module
-    from ptxlab.ptx.program import K_BRA, K_EXIT, K_RET, Program
+    from ptxlab.run import cpu
+    from ptxlab.run.ptx.interpreter import Launch
+    from ptxlab.run.ptx.parser import parse_module
+    from ptxlab.run.ptx.program import K_BRA, K_EXIT, K_RET, Program
 
     prog = Program(parse_module(cpu.compile_ptx(case.source, case.options)), case.kernel)
     count = [0]
@@ -245,7 +245,7 @@ def _count_instructions(case) -> dict:
 
 def child(name: str, warm_min_s: float, warm_max_reps: int, count: bool) -> dict:
     t0 = time.perf_counter()
-    from ptxlab import backends  # noqa: F401 - the import a notebook pays
+    from ptxlab.run import backends  # noqa: F401 - the import a notebook pays
     import_s = time.perf_counter() - t0
     acc: dict = {}
     _instrument(acc)
@@ -349,7 +349,7 @@ def _print_row(r: dict) -> None:
 
 def machine() -> dict:
     import numpy
-    from ptxlab.ptx import nvrtc
+    from ptxlab.run.ptx import nvrtc
 
     model = ""
     try:
@@ -424,10 +424,10 @@ def write_report(out: Path, results: list[dict], info: dict, args) -> None:
         "probe: finding and loading NVRTC; compile: NVRTC (cold) or reading the cached PTX; "
         "parse + decode: PTX text to closures; setup: argument copies; run: the interpreter; "
         "other: the rest of `launch` (backend choice, copying results back). The last column is "
-        "the whole process up to the first result: Python start, `import ptxlab.backends`, "
+        "the whole process up to the first result: Python start, `import ptxlab.run.backends`, "
         "building the case's inputs (and their expected outputs), the launch.", "",
         "| case | phase | probe | compile | parse | decode | setup | run | other | "
-        "first launch | `import ptxlab.backends` | process to first result |",
+        "first launch | `import ptxlab.run.backends` | process to first result |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
@@ -461,8 +461,8 @@ NOTES = [
     "Its cost grows linearly with K (one k-tile of 32 per main-loop trip). The H100 "
     "configuration's block (256 threads, 128x256x64) is listed for scale.",
     "The round trip kernel is in this script (`ROUND_TRIP_SOURCE`); its output is checked "
-    "against `ptxlab.emulator`. Capstone outputs are checked with `ptxlab.bench.cases`, "
-    "reference kernels with `ptxlab.reference_cases.compare` (bit-exact).",
+    "against `ptxlab.model.emulator`. Capstone outputs are checked with `ptxlab.bench.cases`, "
+    "reference kernels with `ptxlab.run.reference_cases.compare` (bit-exact).",
     "warp-instr.: instructions executed per launch counted once per issuing group of lanes, "
     "branches included; warp-instr./s divides by the fastest warm run of the interpreter.",
     "Timings on a shared 2-core machine vary with its load (see the load averages); the "

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ptxlab import emulator, layouts  # noqa: E402
+from ptxlab.model import emulator, layouts  # noqa: E402
 
 
 def _time(fn, repeats: int) -> tuple[float, float]:

@@ -7,7 +7,7 @@ import sys
 
 # subcommand -> (module, help). Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "status": ("ptxlab.status_cli", "which backend runs kernels here (GPU or the CPU model)"),
+    "status": ("ptxlab.run.status_cli", "which backend runs kernels here (GPU or the CPU model)"),
     "grade": ("ptxlab.grading.cli", "autograde every collected submission of an assignment"),
     "bench": ("ptxlab.bench.cli", "run the capstone benchmarks on a GPU and write a report"),
 }

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ptxlab import backends, emulator, gpu, layouts, reference_cases as rc  # noqa: E402
+from ptxlab.model import emulator, layouts  # noqa: E402
+from ptxlab.run import backends, gpu, reference_cases as rc  # noqa: E402
 
 DISTRIBUTIONS = ("normal", "wide", "cancel", "dominant", "big_c", "small_c")
 
@@ -117,8 +118,8 @@ def write_report(out: Path, counts: dict, cases: int, seed: int, device: str) ->
     lines = ["# The tensor core's rounding: emulator against hardware", "",
              f"{device}, {date}. `python3 scripts/collect_mma_rounding.py` ran {cases} random "
              f"cases (seed {seed}) per variant and input distribution through the reference "
-             "kernels and compared every output element with `ptxlab.emulator.mma` "
-             "(`ptxlab.tensorcore`).", "",
+             "kernels and compared every output element with `ptxlab.model.emulator.mma` "
+             "(`ptxlab.model.tensorcore`).", "",
              "Distributions: `normal` (a few binades), `wide` (inputs over 20-60 binades), "
              "`cancel` (sums that cancel to a few bits), `dominant` (one product far larger than "
              "the rest), `big_c` / `small_c` (accumulator far larger / smaller than the products).",

@@ -29,10 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ptxlab import course_cases, gpu, reference_cases as rc  # noqa: E402
-from ptxlab.backends import KernelCase  # noqa: E402
+from ptxlab.run import gpu, reference_cases as rc  # noqa: E402
+from ptxlab.run.backends import KernelCase  # noqa: E402
+from ptxlab.teach import course_cases  # noqa: E402
 from ptxlab.bench import cases as capstone_cases  # noqa: E402
-from ptxlab.bench.bank_study import REPS, STUDY  # noqa: E402
+from ptxlab.bench.bank_study import REPS, STUDY, kernel_source  # noqa: E402
 from ptxlab.bench.kernels import mma_peak_source  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def extra_capstone_cases(rng: np.random.Generator) -> list[KernelCase]:
         fill = rng.integers(0, 2**32, size=layout.rows * layout.chunks * 4, dtype=np.uint32)
         out = np.zeros(128, dtype=np.uint32)
         cases.append(KernelCase(name=f"capstone bank study ({layout.name}, 1 rep)",
-                                source=layout.source().replace(f"BANK_REPS {REPS}", "BANK_REPS 1"),
+                                source=kernel_source(layout).replace(f"BANK_REPS {REPS}", "BANK_REPS 1"),
                                 kernel="bank_study", grid=(1,),
                                 block=(128,), args=[fill, out], compare=(1,)))
     seed = (rng.integers(-3, 4, size=192).astype(np.float16).view(np.uint16).astype(np.uint32)

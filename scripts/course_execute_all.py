@@ -21,12 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ptxlab import notebook_tools as nt  # noqa: E402
+from ptxlab.teach import course_notebooks as nt  # noqa: E402
 
 
 def _describe_backend() -> str:
     try:
-        from ptxlab import backends
+        from ptxlab.run import backends
         return backends.describe()
     except Exception as exc:  # report, do not fail: the notebooks will say more
         return f"unknown ({type(exc).__name__}: {exc})"

@@ -60,7 +60,7 @@ CLASS = [
 
 def device_facts() -> dict:
     """What this machine offers for kernels, in the words of ptxlab itself."""
-    from ptxlab import backends, gpu
+    from ptxlab.run import backends, gpu
 
     st = gpu.status()
     return {"gpu_available": bool(st.available), "gpu": st.device_label if st.available else "",

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Verify the reference kernels and the emulator against each other on a real GPU.
 
-For every instruction form of ``ptxlab.reference_cases.FORMS`` and every input kind, run
+For every instruction form of ``ptxlab.run.reference_cases.FORMS`` and every input kind, run
 ``--cases`` random cases through the reference kernel and compare each output bit with
-``ptxlab.emulator``. Data movement and exact mma inputs must match bit for bit; for random real
+``ptxlab.model.emulator``. Data movement and exact mma inputs must match bit for bit; for random real
 mma inputs the distance is measured (ulps, and error relative to the size of the sum).
 Then probe what the hardware does with garbage addresses in the lanes an ``.x1``/``.x2``
 ldmatrix/stmatrix ignores (each probe in its own process: a fault ruins a CUDA context).
@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ptxlab import backends, emulator, gpu, reference_cases as rc  # noqa: E402
+from ptxlab.model import emulator  # noqa: E402
+from ptxlab.run import backends, gpu, reference_cases as rc  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # Running one batch on a backend
@@ -217,7 +218,7 @@ def write_report(out_dir: Path, report: dict) -> None:
         "# Reference kernels and emulator, verified on hardware",
         "",
         "Every reference kernel of `kernels/reference/` run on the device below and compared,",
-        "bit for bit, with `ptxlab.emulator` on the same inputs. Produced by",
+        "bit for bit, with `ptxlab.model.emulator` on the same inputs. Produced by",
         f"`{report['command']}`.",
         "",
         "| | |", "| --- | --- |",
@@ -237,7 +238,7 @@ def write_report(out_dir: Path, report: dict) -> None:
         "= exact tf32 inputs with noise in the 13 mantissa bits the tensor core ignores; `wrap` =",
         "s8 sums that overflow int32; `real` = random real inputs; `special` = Inf/NaN/subnormal/-0",
         "mma inputs (and sums that overflow). Every kind must match bit for bit: the emulator models",
-        "the tensor core's rounding (`ptxlab.tensorcore`).",
+        "the tensor core's rounding (`ptxlab.model.tensorcore`).",
         "",
         "| form | kind | cases | mismatched cases | mismatched elements | max ulp | max error / ulp(sum of abs) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",

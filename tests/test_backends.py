@@ -7,7 +7,8 @@ import types
 import numpy as np
 import pytest
 
-from ptxlab import backends, gpu, reference_cases as rc, status_cli
+from ptxlab import backends, gpu
+from ptxlab.run import reference_cases as rc, status_cli
 
 STMATRIX_SRC = '#include "stmatrix.cuh"\nextern "C" __global__ void k(unsigned* r) { ptxlab::stmatrix_x1(0u, {r[0]}); }'
 PLAIN_SRC = 'extern "C" __global__ void k(int* p) { p[threadIdx.x] += 1; }'
@@ -118,10 +119,10 @@ def test_isolate_delegates_to_the_grading_runner(machine, monkeypatch):
         received.update(kwargs)
         return backends.LaunchResult([], "cpu", "isolated", "child")
     grading = types.ModuleType("ptxlab.grading")
-    isolation = types.ModuleType("ptxlab.grading.isolation")
+    isolation = types.ModuleType("ptxlab.run.isolation")
     isolation.run_launch_isolated = run_launch_isolated
     monkeypatch.setitem(sys.modules, "ptxlab.grading", grading)
-    monkeypatch.setitem(sys.modules, "ptxlab.grading.isolation", isolation)
+    monkeypatch.setitem(sys.modules, "ptxlab.run.isolation", isolation)
     monkeypatch.setenv("PTXLAB_ISOLATE", "1")
     res = backends.launch(PLAIN_SRC, "k", grid=3, args=[np.zeros(2, np.int32)])
     assert res.device == "isolated"
@@ -132,7 +133,7 @@ def test_isolate_delegates_to_the_grading_runner(machine, monkeypatch):
 
 def test_isolate_without_the_grading_package_warns_and_runs_here(machine, monkeypatch):
     machine(gpu_cc=None)
-    monkeypatch.setitem(sys.modules, "ptxlab.grading.isolation", None)   # import fails
+    monkeypatch.setitem(sys.modules, "ptxlab.run.isolation", None)   # import fails
     with pytest.warns(RuntimeWarning, match="isolation is not available"):
         res = backends.launch(PLAIN_SRC, "k", args=[np.zeros(2, np.int32)], isolate=True)
     assert res.backend == "cpu"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ptxlab import backends, banks, layouts, render
-from ptxlab.bench.bank_study import StudyLayout
+from ptxlab.model.shared_tiles import SharedTileLayout
 from ptxlab.exercises import banks as ex
 from ptxlab.exercises import tiles
 
@@ -41,7 +41,7 @@ def text(res) -> str:
 
 @pytest.mark.parametrize("chunks", [2, 4, 8, 16])
 def test_gemm_swizzle_mirrors_the_kernel_and_keeps_every_chunk(chunks):
-    study = StudyLayout("swizzled", cols=8 * chunks)
+    study = SharedTileLayout("swizzled", cols=8 * chunks)
     for row in range(32):
         slots = [ex.gemm_swizzle(row, c, chunks) for c in range(chunks)]
         assert sorted(slots) == list(range(chunks))

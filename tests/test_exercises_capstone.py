@@ -112,7 +112,7 @@ def test_k_loop_mistakes_change_the_result():
 
 def _course_solution(key: str) -> str:
     """The notebook's own solution source of a kernel exercise (one copy of the kernel)."""
-    from ptxlab import course_cases
+    from ptxlab.teach import course_cases
 
     return next(src for _, exercise, src in course_cases.solution_kernels() if exercise.key == key)
 

@@ -265,7 +265,7 @@ def test_required_compute_capability(source, need):
 
 
 def test_reference_kernels_need_what_their_forms_say():
-    from ptxlab import reference_cases as rc
+    from ptxlab.run import reference_cases as rc
     for f in rc.FORMS:
         need, _ = gpu.required_compute_capability(f.source())
         assert need >= f.min_sm, f.name

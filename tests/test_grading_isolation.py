@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from ptxlab.grading import isolation as iso
+from ptxlab.run import isolation as iso
 
 
 @pytest.fixture(params=["fork", "exec"], autouse=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptxlab import backends, gpu, reference_cases as rc
+from ptxlab import backends, gpu
+from ptxlab.run import reference_cases as rc
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptxlab import reference_cases as rc
+from ptxlab.run import reference_cases as rc
 
 FAMILIES = ("ldmatrix", "stmatrix", "movmatrix", "mma")
 

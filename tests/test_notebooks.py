@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from ptxlab import notebook_tools as nt
+from ptxlab.teach import course_notebooks as nt
 
 NAMES = nt.assignments()
 

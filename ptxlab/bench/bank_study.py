@@ -1,9 +1,10 @@
-"""Bank-conflict study: predict, with :mod:`ptxlab.banks`, the shared-memory wavefronts of the
-``kernels/capstone/bank_study.cu`` tile loop for each layout, and measure them with Nsight Compute.
+"""Bank-conflict study: predict, with :mod:`ptxlab.model.banks`, the shared-memory wavefronts
+of the ``kernels/capstone/bank_study.cu`` tile loop for each layout, and measure them with
+Nsight Compute.
 
-The per-lane addresses are computed here with the same formulas the kernel uses (``offset`` of
-:class:`StudyLayout` mirrors ``bank::offset``), for every warp, repetition and 16x16 piece, and fed
-to the bank model. ``python -m ptxlab.bench.bank_study --target`` is the program ncu profiles.
+The per-lane addresses come from :class:`~ptxlab.model.shared_tiles.SharedTileLayout` (its
+``offset`` mirrors the kernel's ``bank::offset``), for every warp, repetition and 16x16 piece,
+and are fed to the bank model. ``python -m ptxlab.bench.bank_study --target`` is the program ncu profiles.
 """
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import io
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
-from .. import banks
+from ..model import banks
+from ..model.shared_tiles import SharedTileLayout
 
-LAYOUT_IDS = {"naive": 0, "padded": 1, "swizzled": 2}
+LAYOUT_IDS = {"naive": 0, "padded": 1, "swizzled": 2}  # BANK_LAYOUT in bank_study.cu
 THREADS = 128
 BLOCKS = 2
 REPS = 4
@@ -36,83 +37,41 @@ METRICS = (
 REQUIRED_METRICS = METRICS[:2]
 
 
-@dataclass(frozen=True)
-class StudyLayout:
-    """One shared layout of a ``rows x cols`` 16-bit tile (see bank_study.cu)."""
-
-    kind: str          # naive | padded | swizzled
-    cols: int          # 16-bit elements per row: 64 -> 128-byte rows, 32 -> 64-byte rows
-    rows: int = 64
-    pad: int = 16
-    trans: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind} {2 * self.cols}B rows{' .trans' if self.trans else ''}"
-
-    @property
-    def pitch(self) -> int:
-        return 2 * self.cols + (self.pad if self.kind == "padded" else 0)
-
-    @property
-    def chunks(self) -> int:
-        return self.cols // 8
-
-    def offset(self, row, chunk) -> np.ndarray:
-        """Byte offset of 16-byte chunk ``chunk`` of row ``row`` (numpy mirror of the kernel)."""
-        row, chunk = np.asarray(row), np.asarray(chunk)
-        if self.kind == "swizzled":
-            c = self.chunks
-            if c >= 8:
-                chunk = chunk ^ (row & 7)
-            elif c == 4:
-                chunk = chunk ^ ((row >> 1) & 3)
-            elif c == 2:
-                chunk = chunk ^ ((row >> 2) & 1)
-        return row * self.pitch + chunk * 16
-
-    def source(self) -> str:
-        defs = {"BANK_LAYOUT": LAYOUT_IDS[self.kind], "BANK_ROWS": self.rows,
-                "BANK_COLS": self.cols, "BANK_PAD": self.pad, "BANK_REPS": REPS,
-                "BANK_TRANS": int(self.trans)}
-        return "\n".join([f"#define {k} {v}" for k, v in defs.items()]
-                         + ['#include "capstone/bank_study.cu"', ""])
-
-    def ldmatrix_addresses(self) -> np.ndarray:
-        """``(pieces, 32)``: the address each lane gives ldmatrix.x4 for each 16x16 piece."""
-        lane = np.arange(32)
-        out = []
-        for p in range((self.rows // 16) * (self.cols // 16)):
-            rb, cb = (p // (self.cols // 16)) * 16, (p % (self.cols // 16)) * 16
-            out.append(self.offset(rb + (lane & 15), cb // 8 + (lane >> 4)))
-        return np.array(out)
-
-    def fill_addresses(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(instructions, 32)`` addresses and activity of the 16-byte st.shared fill loop."""
-        total = self.rows * self.chunks
-        addrs, active = [], []
-        for w in range(THREADS // 32):
-            for start in range(0, total, THREADS):
-                q = start + 32 * w + np.arange(32)
-                if q[0] >= total:
-                    continue
-                ok = q < total
-                qq = np.where(ok, q, 0)
-                addrs.append(self.offset(qq // self.chunks, qq % self.chunks))
-                active.append(ok)
-        return np.array(addrs), np.array(active)
+def kernel_source(layout: SharedTileLayout) -> str:
+    """The study kernel specialised for ``layout`` (its macros, then ``bank_study.cu``)."""
+    defs = {"BANK_LAYOUT": LAYOUT_IDS[layout.kind], "BANK_ROWS": layout.rows,
+            "BANK_COLS": layout.cols, "BANK_PAD": layout.pad, "BANK_REPS": REPS,
+            "BANK_TRANS": int(layout.trans)}
+    return "\n".join([f"#define {k} {v}" for k, v in defs.items()]
+                     + ['#include "capstone/bank_study.cu"', ""])
 
 
-STUDY = tuple(StudyLayout(kind, cols) for cols in (64, 32) for kind in LAYOUT_IDS) + (
-    StudyLayout("naive", 64, trans=True), StudyLayout("swizzled", 64, trans=True))
+def fill_addresses(layout: SharedTileLayout) -> tuple[np.ndarray, np.ndarray]:
+    """``(instructions, 32)`` addresses and activity of the kernel's 16-byte st.shared fill."""
+    total = layout.rows * layout.chunks
+    addrs, active = [], []
+    for w in range(THREADS // 32):
+        for start in range(0, total, THREADS):
+            q = start + 32 * w + np.arange(32)
+            if q[0] >= total:
+                continue
+            ok = q < total
+            qq = np.where(ok, q, 0)
+            addrs.append(layout.offset(qq // layout.chunks, qq % layout.chunks))
+            active.append(ok)
+    return np.array(addrs), np.array(active)
 
 
-def predict(layout: StudyLayout) -> dict:
+STUDY = tuple(SharedTileLayout(kind, cols) for cols in (64, 32) for kind in LAYOUT_IDS) + (
+    SharedTileLayout("naive", 64, trans=True), SharedTileLayout("swizzled", 64, trans=True))
+
+
+def predict(layout: SharedTileLayout) -> dict:
     """Predicted ncu counters of one launch (BLOCKS blocks of THREADS threads)."""
     warps = BLOCKS * THREADS // 32
     per_pass = banks.ldmatrix_cost(layout.ldmatrix_addresses(), num=4)
     ld = per_pass * (REPS * warps)
-    fa, fm = layout.fill_addresses()
+    fa, fm = fill_addresses(layout)
     st = banks.access_cost(fa, width=16, active=fm) * BLOCKS
     return {"layout": layout.name, "ldsm_instructions": warps * REPS * len(layout.ldmatrix_addresses()),
             "ld_wavefronts": ld.wavefronts, "ld_conflicts": ld.conflicts,
@@ -135,7 +94,7 @@ def run_target() -> None:
     from .runs import compile_kernel
 
     for layout in STUDY:
-        kern = compile_kernel(layout.source(), KERNEL_NAME)
+        kern = compile_kernel(kernel_source(layout), KERNEL_NAME)
         fill = cp.asarray(np.arange(layout.rows * layout.chunks * 4, dtype=np.uint32))
         out = cp.zeros(BLOCKS * THREADS, dtype=cp.uint32)
         kern((BLOCKS,), (THREADS,), (fill, out))

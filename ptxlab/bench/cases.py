@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import KernelCase
+from ..run.backends import KernelCase
 from .kernels import GEMM_SMALL, TRANSPOSE_SMALL, GemmConfig, TransposeConfig
 
 #: Bits written into every output element before a launch; a kernel that skips one is caught.

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import render, sources
+from ..teach import render
+from ..run import sources
 from .kernels import GEMM_BEST, TRANSPOSE_BEST, GemmConfig
 
 __all__ = ["REPORT_DIR", "committed_report", "gemm_tiling", "tiling_html", "warp_map_html",
@@ -27,7 +28,7 @@ __all__ = ["REPORT_DIR", "committed_report", "gemm_tiling", "tiling_html", "warp
            "comparison_rows", "bank_study_html", "PerformanceView", "KernelChecks"]
 
 #: The committed benchmark report of the repository (``ptxlab bench`` on an H100).
-REPORT_DIR = Path(__file__).resolve().parents[2] / "reports" / "capstone"
+REPORT_DIR = sources.PROJECT_ROOT / "reports" / "capstone"
 _REPORT_ENV = "PTXLAB_CAPSTONE_REPORT"
 
 
@@ -77,11 +78,11 @@ def tiling_html(*configs: tuple[str, GemmConfig]) -> render.Html:
     keys = list(table[0][1])
     out = ['<table style="border-collapse:collapse;font-size:12px">',
            '<tr><th style="text-align:left;padding:2px 8px"></th>']
-    out += [f'<th style="padding:2px 8px">{render._esc(n)}</th>' for n, _ in table]
+    out += [f'<th style="padding:2px 8px">{render.escape(n)}</th>' for n, _ in table]
     out.append("</tr>")
     for k in keys:
-        out.append(f'<tr><td style="text-align:left;padding:2px 8px">{render._esc(k)}</td>')
-        out += [f'<td style="padding:2px 8px;text-align:right">{render._esc(t[k])}</td>'
+        out.append(f'<tr><td style="text-align:left;padding:2px 8px">{render.escape(k)}</td>')
+        out += [f'<td style="padding:2px 8px;text-align:right">{render.escape(t[k])}</td>'
                 for _, t in table]
         out.append("</tr>")
     out.append("</table>")
@@ -165,11 +166,11 @@ class KernelChecks(list):
                                 for h in ("kernel", "ran on", "seconds", "result")) + "</tr>"]
         for c in self:
             colour = "#1a7f37" if c.ok else "#c00000"
-            out.append(f'<tr><td style="padding:2px 8px">{render._esc(c.name)}</td>'
-                       f'<td style="padding:2px 8px">{render._esc(c.device)}</td>'
+            out.append(f'<tr><td style="padding:2px 8px">{render.escape(c.name)}</td>'
+                       f'<td style="padding:2px 8px">{render.escape(c.device)}</td>'
                        f'<td style="padding:2px 8px;text-align:right">{c.seconds:.1f}</td>'
                        f'<td style="padding:2px 8px;color:{colour}">'
-                       f'{render._esc("correct" if c.ok else c.problem)}</td></tr>')
+                       f'{render.escape("correct" if c.ok else c.problem)}</td></tr>')
         out.append("</table>")
         return "".join(out)
 
@@ -272,7 +273,7 @@ class PerformanceView:
 
     def _repr_html_(self) -> str:
         colour = "#1a7f37" if self.measured_now else "#8a5a00"
-        note = re.sub(r"`([^`]*)`", r"<code>\1</code>", render._esc(self.note))
+        note = re.sub(r"`([^`]*)`", r"<code>\1</code>", render.escape(self.note))
         out = [f'<p style="color:{colour};font-weight:600">{note}</p>',
                '<table style="border-collapse:collapse;font-size:12px">', "<tr>"]
         out += [f'<th style="padding:2px 8px;text-align:left">{h}</th>' for h in
@@ -282,12 +283,12 @@ class PerformanceView:
         for r in self.rows:
             cells = (r["what"], r["size"], r["ours"], r["ref1"], self._ratio(r["ratio1"]),
                      r["ref2"], self._ratio(r["ratio2"]), "yes" if r["correct"] else "NO")
-            out.append("<tr>" + "".join(f'<td style="padding:2px 8px">{render._esc(c)}</td>'
+            out.append("<tr>" + "".join(f'<td style="padding:2px 8px">{render.escape(c)}</td>'
                                         for c in cells) + "</tr>")
         out.append("</table>")
         for p in self.images:
             data = base64.b64encode(Path(p).read_bytes()).decode()
-            out.append(f'<img style="max-width:640px;margin:6px" alt="{render._esc(p.name)}" '
+            out.append(f'<img style="max-width:640px;margin:6px" alt="{render.escape(p.name)}" '
                        f'src="data:image/png;base64,{data}">')
         return "".join(out)
 
@@ -360,8 +361,8 @@ def bank_study_html(folder: Path | str | None = None) -> render.Html:
     head = ("layout", "ldmatrix wavefronts: model / ncu", "ldmatrix conflicts: model / ncu",
             "16-byte fill wavefronts: model / ncu", "agree")
     out = [f'<table style="border-collapse:collapse;font-size:12px">'
-           f'<caption style="text-align:left;font-weight:600">ptxlab.banks (computed now) vs '
-           f'Nsight Compute ({render._esc(when)})</caption><tr>']
+           f'<caption style="text-align:left;font-weight:600">ptxlab.model.banks (computed now) vs '
+           f'Nsight Compute ({render.escape(when)})</caption><tr>']
     out += [f'<th style="padding:2px 8px;text-align:left">{h}</th>' for h in head]
     out.append("</tr>")
     measured = {r["layout"]: r.get("measured") or {} for r in rows}
@@ -371,7 +372,7 @@ def bank_study_html(folder: Path | str | None = None) -> render.Html:
         agree = all(m.get(k) == p[k] for k in keys if k in m) if m else None
         cells = (name, *(f"{p[k]} / {m.get(k, '-')}" for k in keys),
                  "-" if agree is None else ("yes" if agree else "NO"))
-        out.append("<tr>" + "".join(f'<td style="padding:2px 8px">{render._esc(c)}</td>'
+        out.append("<tr>" + "".join(f'<td style="padding:2px 8px">{render.escape(c)}</td>'
                                     for c in cells) + "</tr>")
     out.append("</table>")
     return render.Html("".join(out))

@@ -187,7 +187,7 @@ def markdown(res: dict, plots: list[str]) -> str:
         from .gemm_profile import summary_lines
         lines += ["", f"## What limits the GEMM (Nsight Compute, {gp.get('config', '')} at "
                   f"{gp.get('size', '')}^3)", ""] + summary_lines(gp)
-    lines += ["", "## Bank-conflict study (ptxlab.banks prediction vs Nsight Compute)", ""]
+    lines += ["", "## Bank-conflict study (ptxlab.model.banks prediction vs Nsight Compute)", ""]
     bs = res.get("bank_study", {})
     if bs.get("measured"):
         lines += [f"ncu command: `{bs['command']}`", "",

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import sources
+from ..run import sources
 from .kernels import DEFAULT_SMEM_LIMIT, GemmConfig, TransposeConfig, mma_peak_source
 from .timing import time_gpu
 

@@ -1,8 +1,5 @@
-"""The instructor's side of the course: isolated kernel launches, the grading sandbox, batch
-autograding with nbgrader, and the reports it writes.
+"""The instructor's side of the course: the grading sandbox, batch autograding with nbgrader,
+and the reports it writes. Learner kernels are launched through :mod:`ptxlab.run.isolation`.
 
 Submodules are imported on demand; importing this package loads neither nbgrader nor CuPy.
 """
-from __future__ import annotations
-
-__all__ = ["isolation", "sandbox", "batch", "report", "cli"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
+from ..run import sources
 from .outcome import StudentOutcome
 
 __all__ = ["BatchOptions", "BatchResult", "BatchBusy", "Ledger", "discover_submissions",
@@ -145,7 +146,7 @@ class _Worker:
         if opts.grading_config:
             cmd += ["--grading-config", str(opts.grading_config)]
         env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])
+        package_root = str(sources.PROJECT_ROOT)
         env["PYTHONPATH"] = os.pathsep.join(
             dict.fromkeys([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
         env.setdefault("PYTHONUNBUFFERED", "1")

@@ -42,7 +42,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import sandbox
-from .isolation import LAUNCH_LOG_ENV, MEMORY_ENV, TIMEOUT_ENV, read_launch_log
+from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, TIMEOUT_ENV, read_launch_log
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
            "effective_launch_timeout", "BACKEND_NOTE_TAG"]

@@ -23,7 +23,7 @@ import resource
 import runpy
 import sys
 
-from ptxlab.grading.sandbox import KERNEL_LIMITS_ENV
+from .sandbox import KERNEL_LIMITS_ENV
 
 
 class ExitBlocked(RuntimeError):

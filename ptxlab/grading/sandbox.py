@@ -67,10 +67,10 @@ def bwrap_binary() -> str:
 
 def _package_dirs() -> list[Path]:
     """The ``ptxlab`` package and the ``kernels/`` folder it compiles from."""
-    here = Path(__file__).resolve().parents[1]
-    dirs = [here]
+    from ..run import sources
+
+    dirs = [sources.PACKAGE_DIR]
     try:
-        from ptxlab import sources
         dirs.append(Path(sources.kernels_dir()).resolve())
     except Exception:  # no kernels folder: nothing more to mount
         pass

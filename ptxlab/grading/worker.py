@@ -19,8 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
-from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_failure,
-                      short_error)
+from ..run import sources
+from .outcome import StudentOutcome, other_cell_errors, read_outcome, record_failure, short_error
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
 
@@ -30,7 +30,7 @@ def default_grading_config() -> Path | None:
     env = os.environ.get("PTXLAB_GRADING_CONFIG")
     if env:
         return Path(env)
-    candidate = Path(__file__).resolve().parents[2] / "autograder" / "nbgrader_config.py"
+    candidate = sources.PROJECT_ROOT / "autograder" / "nbgrader_config.py"
     return candidate if candidate.exists() else None
 
 

@@ -1,0 +1,423 @@
+"""Bit-exact model of ldmatrix, stmatrix, movmatrix and mma.sync on numpy arrays.
+
+Registers are raw ``uint32`` bits, shared memory is a ``uint8`` array, addresses are byte offsets
+per lane: the same things the PTX instruction sees. Every function accepts one warp (``addrs``
+of shape ``(32,)``) or a batch of warps (``(W, 32)``), and is vectorised over both. All layout
+knowledge comes from :mod:`ptxlab.model.layouts`.
+
+Where the hardware would fault or the result is undefined, the model raises an
+:class:`EmulatorError` naming the warp, the lane and the address instead of guessing.
+
+Arithmetic of ``mma`` (measured against the H100, see ``reports/hardware/REPORT.md``):
+
+* s8 -> s32 is exact integer arithmetic, wrapping modulo 2**32 like the hardware without
+  ``.satfinite``.
+* f16/bf16/tf32 inputs follow the tensor core's own arithmetic (:mod:`ptxlab.model.tensorcore`):
+  exact products aligned to the largest exponent, truncated 25 bits below it, added exactly,
+  then rounded once (toward zero into f32, to nearest into f16). This is not IEEE
+  round-to-nearest after every addition, and it matches the H100 bit for bit.
+* tf32 operands: only the upper 19 bits of each 32-bit register are used (the low 13 mantissa
+  bits are ignored), as the tensor core reads them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import layouts, tensorcore
+from .layouts import ROW_BYTES, WARP_SIZE
+
+__all__ = [
+    "EmulatorError", "MisalignedAddress", "AddressOutOfRange", "BadOperand", "UndefinedResult",
+    "ldmatrix", "stmatrix", "movmatrix", "mma", "ldmatrix_batch", "stmatrix_batch",
+    "pack_b16", "unpack_b16", "matrices_to_fragment", "fragment_to_matrices", "element_bits",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+class EmulatorError(ValueError):
+    """Something the hardware would fault on, or leave undefined; names where it happened."""
+
+    def __init__(self, message: str, *, lane: int | None = None, warp: int | None = None,
+                 address: int | None = None):
+        where = []
+        if warp is not None:
+            where.append(f"warp {warp}")
+        if lane is not None:
+            where.append(f"lane {lane}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+        self.lane, self.warp, self.address = lane, warp, address
+
+
+class MisalignedAddress(EmulatorError):
+    """A row address that is not a multiple of 16 bytes."""
+
+
+class AddressOutOfRange(EmulatorError):
+    """A row that does not lie wholly inside the shared-memory buffer."""
+
+
+class BadOperand(EmulatorError):
+    """Wrong shape, dtype or qualifier of an operand."""
+
+
+class UndefinedResult(EmulatorError):
+    """The PTX ISA leaves the result undefined (e.g. two lanes storing to one row)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Operand normalisation
+# ---------------------------------------------------------------------------------------------
+
+def _as_registers(x, name: str, per_lane: int | None) -> np.ndarray:
+    """Accept ``(32,)``/``(32, n)``/``(W, 32, n)`` raw bits; return ``(W, 32, n)`` uint32."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "ui":
+        raise BadOperand(f"{name} must hold raw register bits as unsigned integers (uint32), "
+                         f"got dtype {arr.dtype}; reinterpret floats with .view(np.uint32)")
+    if arr.dtype.itemsize > 4 and arr.size and (arr.max() > 0xFFFFFFFF or arr.min() < 0):
+        raise BadOperand(f"{name} holds values that do not fit in 32 bits")
+    if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
+        raise BadOperand(f"{name} holds negative values; pass the raw bits as uint32")
+    arr = arr.astype(np.uint32, copy=False)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[1] != WARP_SIZE:
+        raise BadOperand(f"{name} must have shape (32, n) or (warps, 32, n), got {np.shape(x)}")
+    if per_lane is not None and arr.shape[2] != per_lane:
+        raise BadOperand(f"{name} needs {per_lane} register(s) per lane, got {arr.shape[2]}")
+    return arr
+
+
+def _as_addresses(addrs, name: str = "addrs") -> tuple[np.ndarray, bool]:
+    """Return ``(W, 32)`` int64 addresses and whether the caller passed a batch."""
+    arr = np.asarray(addrs)
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.floor(arr)):
+            raise BadOperand(f"{name} must be whole byte offsets, got non-integer values")
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind not in "ui":
+        raise BadOperand(f"{name} must be integer byte offsets, got dtype {arr.dtype}")
+    batched = arr.ndim == 2
+    if arr.ndim == 1:
+        arr = arr[None]
+    if arr.ndim != 2 or arr.shape[1] != WARP_SIZE:
+        raise BadOperand(f"{name} must hold one address per lane: shape (32,) or (warps, 32), "
+                         f"got {np.shape(addrs)}")
+    return arr.astype(np.int64, copy=False), batched
+
+
+def _as_smem(smem, warps: int, writable: bool = False) -> np.ndarray:
+    """Shared memory as ``(1 or W, S)`` uint8 (a view, so stores land in the caller's array)."""
+    if not isinstance(smem, np.ndarray):
+        raise BadOperand(f"shared memory must be a numpy uint8 array, got {type(smem).__name__}")
+    if smem.dtype != np.uint8:
+        raise BadOperand(f"shared memory must be raw bytes (dtype uint8), got {smem.dtype}; "
+                         "use .view(np.uint8)")
+    if smem.ndim == 1:
+        view = smem[None]
+    elif smem.ndim == 2 and smem.shape[0] == warps:
+        view = smem
+    else:
+        raise BadOperand(f"shared memory must have shape (S,) or (warps={warps}, S), "
+                         f"got {smem.shape}")
+    if writable and not smem.flags.writeable:
+        raise BadOperand("shared memory array is read-only")
+    return view
+
+
+def _check_form(shape: str, dtype: str, num: int, what: str) -> None:
+    if shape != "m8n8" or dtype != "b16":
+        raise BadOperand(f"{what}.{shape}.{dtype} is not modelled: the course covers "
+                         f"{what}.m8n8 with .b16 (other shapes need sm_100a-class GPUs)")
+    if num not in (1, 2, 4):
+        raise BadOperand(f"{what} .num must be 1, 2 or 4 (x1/x2/x4), got {num!r}")
+
+
+def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str) -> np.ndarray:
+    """The ``(W, 8*num)`` row addresses that the instruction uses, validated.
+
+    Lanes at or above ``8*num`` are ignored, as on sm_90 (on sm_75 they must still be valid:
+    see :func:`ptxlab.model.layouts.address_role`).
+    """
+    rows = addrs[:, : 8 * num]
+    if not (rows & (ROW_BYTES - 1)).any() and rows.min() >= 0 and rows.max() + ROW_BYTES <= smem_bytes:
+        return rows
+    bad = rows % ROW_BYTES != 0
+    if bad.any():
+        w, lane = map(int, np.argwhere(bad)[0])
+        a = int(rows[w, lane])
+        raise MisalignedAddress(
+            f"{what} row address {a} (0x{a:x}) is not 16-byte aligned "
+            f"(it supplies row {lane % 8} of matrix {lane // 8}; {a} % 16 = {a % 16})",
+            lane=lane, warp=w if addrs.shape[0] > 1 else None, address=a)
+    bad = (rows < 0) | (rows + ROW_BYTES > smem_bytes)
+    if bad.any():
+        w, lane = map(int, np.argwhere(bad)[0])
+        a = int(rows[w, lane])
+        raise AddressOutOfRange(
+            f"{what} row address {a} (0x{a:x}) {'writes' if what == 'stmatrix' else 'reads'} "
+            f"bytes {a}..{a + ROW_BYTES - 1}, outside "
+            f"shared memory of {smem_bytes} bytes (row {lane % 8} of matrix {lane // 8})",
+            lane=lane, warp=w if addrs.shape[0] > 1 else None, address=a)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Packing helpers
+# ---------------------------------------------------------------------------------------------
+
+def pack_b16(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Two 16-bit patterns into one register: ``lo`` in bits 0-15, ``hi`` in bits 16-31."""
+    return (np.asarray(lo).astype(np.uint32) & 0xFFFF) | (np.asarray(hi).astype(np.uint32) << 16)
+
+
+def unpack_b16(regs: np.ndarray) -> np.ndarray:
+    """Registers ``(..., n)`` -> ``(..., n, 2)`` uint16, low half first."""
+    r = np.asarray(regs, dtype=np.uint32)
+    return np.stack([(r & 0xFFFF).astype(np.uint16), (r >> 16).astype(np.uint16)], axis=-1)
+
+
+def _unpack(regs: np.ndarray, elem_bits: int) -> np.ndarray:
+    """``(..., n)`` uint32 -> ``(..., n, 32 // elem_bits)`` unsigned elements, lowest bits first."""
+    per = 32 // elem_bits
+    if per == 1:
+        return regs[..., None]
+    shifts = np.arange(per, dtype=np.uint32) * elem_bits
+    mask = np.uint32((1 << elem_bits) - 1)
+    return (regs[..., None] >> shifts) & mask
+
+
+def _pack(elems: np.ndarray, elem_bits: int) -> np.ndarray:
+    """Inverse of :func:`_unpack`."""
+    per = elems.shape[-1]
+    e = elems.astype(np.uint32)
+    if per == 1:
+        return e[..., 0]
+    shifts = np.arange(per, dtype=np.uint32) * elem_bits
+    mask = np.uint32((1 << elem_bits) - 1)
+    return np.bitwise_or.reduce((e & mask) << shifts, axis=-1)
+
+
+def fragment_to_matrices(regs: np.ndarray, layout: layouts.FragmentLayout) -> np.ndarray:
+    """Registers ``(..., 32, regs)`` -> element bit patterns ``(..., matrices, rows, cols)``."""
+    regs = np.asarray(regs, dtype=np.uint32)
+    elems = _unpack(regs, layout.elem_bits)                  # (..., 32, regs, per)
+    o = layout.owners
+    return elems[..., o[..., 0], o[..., 1], o[..., 2]]
+
+
+def matrices_to_fragment(mats: np.ndarray, layout: layouts.FragmentLayout) -> np.ndarray:
+    """Element bit patterns ``(..., matrices, rows, cols)`` -> registers ``(..., 32, regs)``."""
+    c = layout.coords
+    elems = np.asarray(mats)[..., c[..., 0], c[..., 1], c[..., 2]]   # (..., 32, regs, per)
+    return _pack(elems, layout.elem_bits)
+
+
+# ---------------------------------------------------------------------------------------------
+# ldmatrix / stmatrix
+# ---------------------------------------------------------------------------------------------
+
+def _gather_index(num: int, trans: bool) -> tuple[np.ndarray, np.ndarray]:
+    """For each (lane, reg, elem): which address lane's row, and which 16-bit column of it."""
+    lay = layouts.ldmatrix_fragment(num, trans)
+    row_lanes = layouts.row_address_lanes(num)
+    c = lay.coords
+    return row_lanes[c[..., 0], c[..., 1]], c[..., 2]
+
+
+def ldmatrix(smem: np.ndarray, addrs, num: int = 4, trans: bool = False, *,
+             shape: str = "m8n8", dtype: str = "b16") -> np.ndarray:
+    """``ldmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16`` for one warp or a batch.
+
+    ``smem``: uint8 ``(S,)`` or ``(W, S)``; ``addrs``: ``(32,)`` or ``(W, 32)`` byte offsets.
+    Returns ``(32, num)`` uint32 (or ``(W, 32, num)`` for a batch).
+    """
+    _check_form(shape, dtype, num, "ldmatrix")
+    a, batched = _as_addresses(addrs)
+    mem = _as_smem(smem, a.shape[0])
+    rows = _row_addresses(a, num, mem.shape[1], "ldmatrix")        # (W, 8*num)
+    src_lane, col = _gather_index(num, trans)                      # (32, num, 2)
+    # Row addresses are 16-byte aligned, so every element is a whole little-endian uint16 of the
+    # buffer: gather in units of 16 bits (or 32 bits when both halves are neighbours).
+    halves = (rows // 2).astype(np.int32)                          # (W, 8*num)
+    if mem.shape[1] % 4:
+        mem = np.pad(mem, ((0, 0), (0, 4 - mem.shape[1] % 4)))
+    if not trans:
+        words = np.ascontiguousarray(mem).view("<u4")              # (1 or W, S/4)
+        idx = halves[:, src_lane[..., 0]] // 2 + (col[..., 0] // 2).astype(np.int32)
+        out = words[0][idx] if words.shape[0] == 1 else np.take_along_axis(
+            words, idx.reshape(idx.shape[0], -1), axis=1).reshape(idx.shape)
+        out = out.astype(np.uint32)
+    else:
+        h16 = np.ascontiguousarray(mem).view("<u2")
+        idx = halves[:, src_lane] + col.astype(np.int32)            # (W, 32, num, 2)
+        el = h16[0][idx] if h16.shape[0] == 1 else np.take_along_axis(
+            h16, idx.reshape(idx.shape[0], -1), axis=1).reshape(idx.shape)
+        out = el[..., 0].astype(np.uint32) | (el[..., 1].astype(np.uint32) << 16)
+    return out if batched else out[0]
+
+
+def ldmatrix_batch(smem: np.ndarray, addrs, num: int = 4, trans: bool = False) -> np.ndarray:
+    """Many warps at once: ``addrs (W, 32)`` -> ``(W, 32, num)``."""
+    a = np.asarray(addrs)
+    if a.ndim != 2:
+        raise BadOperand(f"ldmatrix_batch wants addresses of shape (warps, 32), got {a.shape}")
+    return ldmatrix(smem, a, num, trans)
+
+
+def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *,
+             shape: str = "m8n8", dtype: str = "b16") -> None:
+    """``stmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16``: writes ``smem`` in place.
+
+    Two lanes naming the same row would make the stored bytes depend on an order the PTX ISA
+    does not define, so that raises :class:`UndefinedResult`.
+    """
+    _check_form(shape, dtype, num, "stmatrix")
+    a, batched = _as_addresses(addrs)
+    r = _as_registers(regs, "regs", num)
+    if r.shape[0] != a.shape[0]:
+        raise BadOperand(f"regs is for {r.shape[0]} warp(s) but addrs for {a.shape[0]}")
+    mem = _as_smem(smem, a.shape[0], writable=True)
+    if mem.shape[0] == 1 and a.shape[0] > 1:
+        raise BadOperand("a batch of stmatrix warps needs one shared buffer per warp: (W, S)")
+    rows = _row_addresses(a, num, mem.shape[1], "stmatrix")
+    srt = np.sort(rows, axis=1)
+    dup = srt[:, 1:] == srt[:, :-1]
+    if dup.any():
+        w, i = map(int, np.argwhere(dup)[0])
+        addr = int(srt[w, i])
+        lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
+        raise UndefinedResult(
+            f"stmatrix lanes {lanes} all store a row at address {addr}; which one wins is "
+            "undefined", lane=lanes[1], warp=w if batched else None, address=addr)
+    # The layout already places each register element at its (row, col) in memory, .trans
+    # included, so row j of the result is the row whose address lane j gave.
+    lay = layouts.stmatrix_fragment(num, trans)
+    mats = fragment_to_matrices(r, lay)                             # (W, num, 8, 8) 16-bit bits
+    rows_data = np.ascontiguousarray(mats.reshape(a.shape[0], num * 8, 8), dtype="<u2")
+    bytes_ = rows_data.view(np.uint8).reshape(a.shape[0], num * 8, ROW_BYTES)
+    dst = rows[..., None] + np.arange(ROW_BYTES)                    # (W, 8*num, 16)
+    w_idx = np.arange(a.shape[0])[:, None, None]
+    mem[w_idx, dst] = bytes_
+
+
+def stmatrix_batch(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False) -> None:
+    """Many warps at once, one shared buffer per warp: ``smem (W, S)``, ``addrs (W, 32)``."""
+    stmatrix(smem, addrs, regs, num, trans)
+
+
+# ---------------------------------------------------------------------------------------------
+# movmatrix
+# ---------------------------------------------------------------------------------------------
+
+def movmatrix(a, trans: bool = True) -> np.ndarray:
+    """``movmatrix.sync.aligned.m8n8.trans.b16 d, a``: transpose an 8x8 fragment in registers.
+
+    ``a``: ``(32,)`` (or ``(W, 32)``) uint32. Returns the same shape.
+    """
+    if not trans:
+        raise BadOperand("movmatrix exists only with .trans (movmatrix.sync.aligned.m8n8.trans.b16)")
+    arr = np.asarray(a)
+    if arr.ndim == 1:
+        regs = _as_registers(arr[:, None], "a", 1)
+    elif arr.ndim == 2 and arr.shape == (WARP_SIZE, 1):
+        regs = _as_registers(arr, "a", 1)
+    elif arr.ndim == 2:
+        regs = _as_registers(arr[..., None], "a", 1)
+    else:
+        raise BadOperand(f"movmatrix takes one register per lane: shape (32,) or (warps, 32), "
+                         f"got {arr.shape}")
+    lay = layouts.movmatrix_fragment()
+    mats = fragment_to_matrices(regs, lay)                          # (W, 1, 8, 8)
+    out = matrices_to_fragment(np.swapaxes(mats, -1, -2), lay)     # (W, 32, 1)
+    return out.reshape(arr.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# mma.sync
+# ---------------------------------------------------------------------------------------------
+
+def _decode(bits: np.ndarray, typ: str) -> np.ndarray:
+    """Element bit patterns -> exact float64 (or int64) values (NaN payloads need not survive)."""
+    with np.errstate(invalid="ignore"):
+        return _decode_values(bits, typ)
+
+
+def _decode_values(bits: np.ndarray, typ: str) -> np.ndarray:
+    if typ == "f16":
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    if typ == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if typ == "tf32":
+        return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if typ == "f32":
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    if typ == "s8":
+        return bits.astype(np.uint8).view(np.int8).astype(np.int64)
+    if typ == "u8":
+        return bits.astype(np.uint8).astype(np.int64)
+    if typ == "s32":
+        return bits.astype(np.uint32).view(np.int32).astype(np.int64)
+    raise BadOperand(f"unknown element type {typ}")
+
+
+def element_bits(values, typ: str) -> np.ndarray:
+    """Numbers -> the ``uint32`` bit patterns of elements of PTX type ``typ``: the inputs of an
+    mma as a kernel would hold them.
+
+    f16 and bf16 round to nearest even (bf16 through f32, as a ``cvt`` chain would); ``tf32``
+    elements are stored as the f32 pattern (the tensor core decides what to read of it); s8/u8
+    keep the low 8 bits of the two's complement, s32 the low 32 bits.
+    """
+    v = np.asarray(values)
+    if typ == "f16":
+        return v.astype(np.float16).view(np.uint16).astype(np.uint32)
+    if typ == "bf16":
+        f = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return (((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint32)
+    if typ in ("f32", "tf32"):
+        return v.astype(np.float32).view(np.uint32).astype(np.uint32)
+    if typ in ("s8", "u8"):
+        return (v.astype(np.int64) & 0xFF).astype(np.uint32)
+    if typ == "s32":
+        return (v.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+    raise BadOperand(f"unknown element type {typ!r}")
+
+
+def _wrap_s32(values: np.ndarray) -> np.ndarray:
+    """Exact integer sums -> s32 bit patterns, wrapping modulo 2**32 (no ``.satfinite``)."""
+    return (values.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+
+
+def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: str = "f32",
+        dtype: str = "f32") -> np.ndarray:
+    """``mma.sync.aligned.{shape}.row.col.{dtype}.{atype}.{btype}.{ctype}``: D = A*B + C.
+
+    ``a``, ``b``, ``c``: raw register bits ``(32, n)`` (or ``(W, 32, n)``) in the fragment
+    layouts of :func:`ptxlab.model.layouts.mma_form`. Returns ``d`` the same way.
+    """
+    try:
+        form = layouts.mma_form(shape, atype, btype, ctype, dtype)
+    except ValueError as exc:
+        raise BadOperand(str(exc)) from None
+    batched = np.asarray(a).ndim == 3
+    ra = _as_registers(a, "a", form.a.regs)
+    rb = _as_registers(b, "b", form.b.regs)
+    rc = _as_registers(c, "c", form.c.regs)
+    if not (ra.shape[0] == rb.shape[0] == rc.shape[0]):
+        raise BadOperand("a, b and c must be for the same number of warps")
+    A = _decode(fragment_to_matrices(ra, form.a)[:, 0], atype)     # (W, M, K)
+    B = _decode(fragment_to_matrices(rb, form.b)[:, 0], btype)     # (W, K, N)
+    C = _decode(fragment_to_matrices(rc, form.c)[:, 0], ctype)     # (W, M, N)
+    if atype in ("s8", "u8"):
+        bits = _wrap_s32(np.einsum("wmk,wkn->wmn", A, B) + C)
+    else:
+        bits = tensorcore.mma_sum(A, B, C, atype, ctype, dtype)
+    out = matrices_to_fragment(bits[:, None], form.d)
+    return out if batched else out[0]

@@ -1,8 +1,0 @@
-"""Run CUDA kernels without a GPU: compile to PTX (NVRTC) and interpret the PTX on numpy.
-
-``nvrtc`` finds a compiler and caches PTX; ``parser`` reads PTX into instructions; ``program``
-decodes them once into Python closures; ``interpreter`` runs a launch block by block, warp by
-warp, each warp's 32 lanes as numpy vectors. Warp-collective matrix instructions are executed
-by :mod:`ptxlab.emulator`, so the layouts live in one place only.
-"""
-from __future__ import annotations

@@ -1,0 +1,118 @@
+"""The CPU backend: run a CUDA kernel with no GPU, by compiling it to PTX and interpreting it.
+
+This module is the thin face of :mod:`ptxlab.run.ptx` that :func:`ptxlab.run.backends.launch` calls:
+:func:`available` says whether a CUDA-to-PTX compiler is present, :func:`run_kernel` compiles
+(cached), decodes (cached) and runs one launch. Errors are the ``ptxlab.run.ptx.errors`` classes;
+``backends`` maps them onto its own, so callers see one set whichever backend ran.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Sequence
+
+import numpy as np
+
+from . import sources
+from .ptx import nvrtc
+from .ptx.errors import CompileError, LaunchError, PtxSyntaxError
+from .ptx.interpreter import Launch
+from .ptx.parser import parse_module
+from .ptx.program import Program
+
+__all__ = ["available", "compile_ptx", "program_for", "run_kernel", "decode_count"]
+
+#: Options every CPU compile gets, the same language level the GPU backend uses.
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+#: Decoded programs kept per process (a notebook reuses a handful of kernels).
+_MAX_PROGRAMS = 64
+_programs: "OrderedDict[tuple, Program]" = OrderedDict()
+_lock = threading.Lock()
+_decodes = 0
+
+
+def available() -> tuple[bool, str]:
+    """``(ok, why)``: the CPU model needs only a CUDA-to-PTX compiler (NVRTC wheel or nvcc)."""
+    ok, why = nvrtc.compiler_status()
+    if not ok:
+        return False, why
+    return True, f"PTX interpreter, compiling with {why}"
+
+
+def decode_count() -> int:
+    """How many (source, kernel) pairs this process has parsed and decoded: cache misses."""
+    return _decodes
+
+
+def compile_ptx(source: str, options: Sequence[str] = ()) -> str:
+    """PTX for ``source`` (``kernels/`` on the include path), from the on-disk cache if seen."""
+    opts = COMPILE_OPTIONS + tuple(sources.include_options()) + tuple(options)
+    return nvrtc.compile_to_ptx(source, opts, name="kernel.cu")
+
+
+def program_for(source: str, kernel: str, options: Sequence[str] = ()) -> Program:
+    """The decoded :class:`Program` of ``kernel`` in ``source``, decoded once per process."""
+    global _decodes
+    key = (source, kernel, tuple(options))
+    with _lock:
+        prog = _programs.get(key)
+        if prog is not None:
+            _programs.move_to_end(key)
+            return prog
+    ptx = compile_ptx(source, options)
+    try:
+        module = parse_module(ptx)
+    except PtxSyntaxError as exc:
+        raise CompileError(f"the CPU model could not read the PTX the compiler produced: {exc}")
+    entries = [name for name, fn in module.functions.items() if fn.is_entry]
+    if kernel not in entries:
+        hint = (f"kernels in this source: {', '.join(entries)}" if entries
+                else "the source defines no kernel")
+        raise LaunchError(f"no kernel named {kernel!r} in the compiled source (is it declared "
+                          f'extern "C" __global__?); {hint}')
+    try:
+        prog = Program(module, kernel, source_name="kernel.cu", source_text=source)
+    except PtxSyntaxError as exc:
+        raise CompileError("the PTX of this kernel is invalid", _located_log(module, exc)) from None
+    with _lock:
+        _decodes += 1
+        _programs[key] = prog
+        while len(_programs) > _MAX_PROGRAMS:
+            _programs.popitem(last=False)
+    return prog
+
+
+def _located_log(module, exc: PtxSyntaxError) -> str:
+    """A compiler-style log line (``kernel.cu(LINE): error: ...``) for an invalid PTX statement,
+    pointing at the CUDA line whose inline asm produced it when the line info says so."""
+    line = getattr(exc, "line", None)
+    message = str(exc).split("\n")[0]
+    if line is not None:
+        for fn in module.functions.values():
+            for ins in fn.body:
+                if ins.line == line and ins.loc is not None:
+                    name = module.files.get(ins.loc.file, "kernel.cu").rsplit("/", 1)[-1]
+                    return f"{name}({ins.loc.line}): error: {message}"
+    return f"ptxas: error: {message}"
+
+
+def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem: int = 0,
+               options: Sequence[str] = ()) -> list:
+    """Launch ``kernel`` once on the CPU model and return every argument afterwards.
+
+    Arrays come back as new arrays holding what the kernel left in them; scalars unchanged.
+    """
+    prog = program_for(source, kernel, options)
+    run = Launch(prog, grid, block, list(args), shared_mem=int(shared_mem))
+    outputs = run.run()
+    return [out if out is not None else arg for out, arg in zip(outputs, args)]
+
+
+def _self_test() -> None:  # pragma: no cover - a manual smoke test: python -m ptxlab.run.cpu
+    src = r'''extern "C" __global__ void inc(int* a) { a[threadIdx.x] += 1; }'''
+    out = run_kernel(src, "inc", (1,), (32,), [np.arange(32, dtype=np.int32)])
+    print(available()[1], "->", "ok" if np.array_equal(out[0], np.arange(1, 33)) else "WRONG")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _self_test()

@@ -1,0 +1,332 @@
+"""The GPU backend: compile CUDA source with CuPy (NVRTC), cache the modules, launch on numpy data.
+
+CuPy is imported lazily and never by wheel name, so ``cupy-cuda12x`` (learners' GPUs) and
+``cupy-cuda13x`` work alike, and ``import ptxlab.run.gpu`` succeeds on a machine without either.
+:func:`status` answers "can kernels run on a GPU here?" in one line and never raises.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..model import layouts
+from . import sources
+from .backends import BackendUnavailable, CompileError, KernelFault, LaunchError
+
+__all__ = [
+    "GpuStatus", "status", "run_kernel", "compile_module", "compile_count", "clear_cache",
+    "required_compute_capability", "INSTRUCTION_MIN_SM", "COMPILE_OPTIONS",
+]
+
+#: Set to 1 to ignore any GPU (e.g. to exercise the CPU path on a GPU machine).
+DISABLE_ENV = "PTXLAB_NO_GPU"
+#: Options every compile gets (CuPy adds the -arch of the current device itself).
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+#: Dynamic shared memory a kernel may use without opting in.
+DEFAULT_DYNAMIC_SMEM = 48 * 1024
+
+
+def _mma_min_sm(shape: str, atype: str) -> int:
+    """mma.m16n8k8 with f16 inputs came with Turing (sm_75); the others need Ampere (sm_80)."""
+    return 75 if (shape, atype) == ("m16n8k8", "f16") else 80
+
+
+#: Oldest compute capability (as 75, 80, 90) that has each instruction the course teaches.
+INSTRUCTION_MIN_SM: dict[str, int] = {
+    "ldmatrix": 75,
+    "movmatrix": 75,
+    **{f"mma.{s}.{d}.{a}.{b}.{c}": _mma_min_sm(s, a) for s, a, b, c, d in layouts.MMA_VARIANTS},
+    "stmatrix": 90,
+}
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """Whether kernels can run on a GPU here, and what that GPU supports."""
+
+    available: bool
+    message: str                                  # one line, for people
+    name: str | None = None
+    compute_capability: tuple[int, int] | None = None
+    supported: dict[str, bool] = field(default_factory=dict)
+    cupy_version: str | None = None
+    driver_version: str | None = None
+    runtime_version: str | None = None
+
+    @property
+    def cc_number(self) -> int:
+        """Compute capability as one number (9.0 -> 90); 0 when there is no GPU."""
+        if self.compute_capability is None:
+            return 0
+        major, minor = self.compute_capability
+        return 10 * major + minor
+
+    @property
+    def device_label(self) -> str:
+        """E.g. ``NVIDIA H100 80GB HBM3 (sm_90)``."""
+        if self.name is None:
+            return "no GPU"
+        return f"{self.name} (sm_{self.cc_number})"
+
+    def supports(self, instruction: str) -> bool:
+        """Whether this GPU has ``instruction`` (a key of :data:`INSTRUCTION_MIN_SM`)."""
+        if instruction not in INSTRUCTION_MIN_SM:
+            raise KeyError(f"unknown instruction {instruction!r}; known: {list(INSTRUCTION_MIN_SM)}")
+        return self.available and self.cc_number >= INSTRUCTION_MIN_SM[instruction]
+
+
+def _cuda_version(v: int) -> str:
+    """CUDA's integer versions (12080) as text (12.8)."""
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _import_cupy():
+    import cupy  # noqa: F401  (whichever wheel provides it)
+
+    return cupy
+
+
+def _probe() -> GpuStatus:
+    """Look for CuPy, a driver, a GPU and NVRTC; every failure becomes a one-line message."""
+    if os.environ.get(DISABLE_ENV, "") == "1":
+        return GpuStatus(False, f"GPU disabled by {DISABLE_ENV}=1")
+    try:
+        cupy = _import_cupy()
+    except ImportError:
+        if not _driver_present():
+            return GpuStatus(False, "no NVIDIA GPU driver on this machine")
+        return GpuStatus(False, "an NVIDIA driver is here but CuPy is not installed "
+                                "(pip install cupy-cuda12x for a CUDA 12 driver, cupy-cuda13x "
+                                "for CUDA 13; ./lab setup picks the right one)")
+    except Exception as exc:  # a half-installed CuPy raises all sorts of things
+        return GpuStatus(False, f"CuPy failed to import: {type(exc).__name__}: {_one_line(exc)}")
+    version = getattr(cupy, "__version__", "?")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return GpuStatus(False, _no_device_message(exc), cupy_version=version)
+    if count < 1:
+        return GpuStatus(False, "no CUDA GPU found", cupy_version=version)
+    try:
+        dev_id = cupy.cuda.runtime.getDevice()
+        props = cupy.cuda.runtime.getDeviceProperties(dev_id)
+        name = props["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        cc = (int(props["major"]), int(props["minor"]))
+        driver = _cuda_version(int(cupy.cuda.runtime.driverGetVersion()))
+        runtime = _cuda_version(int(cupy.cuda.runtime.runtimeGetVersion()))
+    except Exception as exc:
+        return GpuStatus(False, f"the GPU could not be queried ({_one_line(exc)})",
+                         cupy_version=version)
+    cc_num = 10 * cc[0] + cc[1]
+    supported = {k: cc_num >= v for k, v in INSTRUCTION_MIN_SM.items()}
+    base = dict(name=name, compute_capability=cc, supported=supported, cupy_version=version,
+                driver_version=driver, runtime_version=runtime)
+    label = f"{name} (sm_{cc_num})"
+    if cc_num < min(INSTRUCTION_MIN_SM.values()):
+        return GpuStatus(False, f"{label} is too old: ldmatrix and mma need sm_75 or newer", **base)
+    try:
+        cupy.cuda.nvrtc.getVersion()
+    except Exception as exc:
+        return GpuStatus(False, f"{label} found, but CuPy cannot load NVRTC ({_one_line(exc)})",
+                         **base)
+    missing = [k for k, ok in supported.items() if not ok]
+    note = f"; lacks {', '.join(missing)}" if missing else "; every instruction of the course"
+    return GpuStatus(True, f"GPU {label}, CuPy {version}, driver CUDA {driver}{note}", **base)
+
+
+def _driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver at all (its CUDA library loads)."""
+    import ctypes
+    import sys
+
+    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.dylib")
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def _no_device_message(exc: BaseException) -> str:
+    """Tell "no driver at all" from "driver older than this CuPy" from anything else."""
+    import ctypes
+    import sys
+
+    text = _one_line(exc)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            return "no NVIDIA driver on this machine (libcuda not found), so no GPU"
+    if "InsufficientDriver" in text:
+        return (f"the NVIDIA driver is older than this CuPy's CUDA ({text}); install the CuPy "
+                "wheel that matches the driver, e.g. cupy-cuda12x for a CUDA 12 driver")
+    return f"no usable CUDA GPU ({text})"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200] if text else type(exc).__name__
+
+
+_status_lock = threading.Lock()
+_status_cache: GpuStatus | None = None
+
+
+def status(refresh: bool = False) -> GpuStatus:
+    """Whether a usable GPU is here (cached; ``refresh=True`` probes again). Never raises."""
+    global _status_cache
+    with _status_lock:
+        if _status_cache is None or refresh:
+            try:
+                _status_cache = _probe()
+            except Exception as exc:  # belt and braces: status must not raise
+                _status_cache = GpuStatus(False, f"GPU probe failed: {_one_line(exc)}")
+        return _status_cache
+
+
+# ---------------------------------------------------------------------------------------------
+# What a source needs
+# ---------------------------------------------------------------------------------------------
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_INCLUDES = re.compile(r"^\s*#\s*include[^\n]*", re.MULTILINE)
+
+
+def required_compute_capability(source: str) -> tuple[int, list[str]]:
+    """``(sm, uses)``: the oldest GPU that has every matrix instruction ``source`` names.
+
+    A textual scan of the code (comments and ``#include`` lines removed) for the instruction
+    names, which also catches the wrappers of ``kernels/*.cuh`` (``ptxlab::stmatrix_x4``...).
+    Including a header without calling it does not count.
+    """
+    code = _INCLUDES.sub("", _COMMENTS.sub("", source))
+    uses: list[tuple[str, int]] = []
+    if re.search(r"stmatrix", code):
+        uses.append(("stmatrix", 90))
+    if re.search(r"ldmatrix", code):
+        uses.append(("ldmatrix", 75))
+    if re.search(r"movmatrix", code):
+        uses.append(("movmatrix", 75))
+    if re.search(r"mma", code):
+        if re.search(r"m16n8k16|m16n8k32|tf32|bf16", code):
+            uses.append(("mma.m16n8k16/k32/tf32/bf16", 80))
+        elif re.search(r"m16n8k8", code):
+            uses.append(("mma.m16n8k8", 75))
+    if not uses:
+        return 0, []
+    need = max(sm for _, sm in uses)
+    return need, [name for name, sm in uses if sm == need]
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling (cached) and launching
+# ---------------------------------------------------------------------------------------------
+
+_modules: dict[tuple[str, tuple[str, ...], str], object] = {}
+_modules_lock = threading.Lock()
+_compiles = 0
+
+
+def compile_count() -> int:
+    """How many times this process has actually compiled (cache misses), for tests and reports."""
+    return _compiles
+
+
+def clear_cache() -> None:
+    """Forget compiled modules (the next launch of each source compiles again)."""
+    with _modules_lock:
+        _modules.clear()
+
+
+def _require_gpu() -> GpuStatus:
+    st = status()
+    if not st.available:
+        raise BackendUnavailable(f"GPU backend unavailable: {st.message}")
+    return st
+
+
+def compile_module(source: str, options: Sequence[str] = ()):
+    """The ``cupy.RawModule`` for ``source``, compiled once per (source, options, GPU arch).
+
+    Options: ``-std=c++17``, ``-I kernels/`` and the caller's; CuPy adds ``-arch=sm_XX`` of the
+    current device. Raises :class:`~ptxlab.run.backends.CompileError` carrying the NVRTC log.
+    """
+    global _compiles
+    st = _require_gpu()
+    cupy = _import_cupy()
+    opts = COMPILE_OPTIONS + tuple(sources.include_options()) + tuple(options)
+    key = (source, opts, f"sm_{st.cc_number}")
+    with _modules_lock:
+        module = _modules.get(key)
+        if module is not None:
+            return module
+        module = cupy.RawModule(code=source, options=opts, backend="nvrtc")
+        compile_exception = getattr(cupy.cuda.compiler, "CompileException", ())
+        try:
+            module.compile()
+        except compile_exception as exc:
+            raise CompileError(str(exc), backend="NVRTC") from None
+        _compiles += 1
+        _modules[key] = module
+        return module
+
+
+def _dims3(value) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+    return tuple(list(dims) + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem: int = 0,
+               options: Sequence[str] = ()) -> list:
+    """Launch ``kernel`` once and return every argument afterwards (arrays copied back).
+
+    Arrays travel as device copies; numpy scalars by value (and come back unchanged). A CUDA
+    error during the run raises :class:`~ptxlab.run.backends.KernelFault`; after one, the CUDA
+    context of this process is unusable (restart it, or launch with ``isolate=True``).
+    """
+    st = _require_gpu()
+    cupy = _import_cupy()
+    module = compile_module(source, options)
+    try:
+        fn = module.get_function(kernel)
+    except Exception as exc:
+        raise LaunchError(f"no kernel named {kernel!r} in the compiled source (is it declared "
+                          f'extern "C" __global__?): {_one_line(exc)}') from None
+    if shared_mem > DEFAULT_DYNAMIC_SMEM:
+        try:
+            fn.max_dynamic_shared_size_bytes = int(shared_mem)
+        except Exception as exc:
+            raise LaunchError(f"{st.device_label} cannot give {shared_mem} bytes of dynamic "
+                              f"shared memory: {_one_line(exc)}") from None
+    dev_args, shapes = [], []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            dev_args.append(cupy.asarray(np.ascontiguousarray(a)))
+            shapes.append(a.shape)
+        elif isinstance(a, np.generic):
+            dev_args.append(a)
+            shapes.append(None)
+        else:
+            raise LaunchError(f"argument of type {type(a).__name__}: pass numpy arrays or numpy "
+                              "scalars (np.int32(5), np.uint32(...))")
+    try:
+        fn(_dims3(grid), _dims3(block), tuple(dev_args), shared_mem=int(shared_mem))
+        cupy.cuda.runtime.deviceSynchronize()
+    except Exception as exc:
+        raise KernelFault(
+            f"kernel {kernel!r} failed on {st.device_label}: {_one_line(exc)}. A CUDA error "
+            "leaves this process's GPU context unusable: restart it (in Jupyter: restart the "
+            "kernel), or launch with isolate=True") from None
+    outputs: list = []
+    for a, d, shape in zip(args, dev_args, shapes):
+        outputs.append(cupy.asnumpy(d).reshape(shape) if shape is not None else a)
+    return outputs

@@ -1,0 +1,624 @@
+"""Run one piece of untrusted work (a learner's kernel launch) in a throw-away child process.
+
+A CUDA fault leaves the process's context unusable, a kernel that never finishes blocks its
+process, and a crash takes the process down. Running every learner launch in its own child,
+with a wall-clock limit and a memory limit, turns each of these into an exception in the
+caller -- one failed check -- while the notebook's kernel, its later checks and the next
+student carry on untouched.
+
+The child is a fresh interpreter (``python -m ptxlab.run.isolation --child DIR``): nothing
+of the parent's CUDA state is inherited, and the parent never initialises CUDA itself. Where
+the parent provably has no CUDA state (CuPy never imported, no CUDA driver library loaded) the
+child is a fork of the parent instead, which skips the interpreter start and the imports
+(``PTXLAB_ISOLATE_FORK=0`` turns this off). Request and reply travel as pickles in a private
+temporary folder; the child's own stdout and stderr (device ``printf``, crash dumps) go to
+files there, so a flood of output cannot block it.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import pickle
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import sources
+
+__all__ = [
+    "IsolationError", "IsolatedTimeout", "IsolatedMemoryExceeded", "IsolatedCrash",
+    "IsolatedError", "run_isolated", "run_launch_isolated", "default_timeout_s",
+    "default_memory_mb", "TIMEOUT_ENV", "MEMORY_ENV", "LAUNCH_LOG_ENV", "read_launch_log",
+]
+
+#: Environment variables that set the defaults (the grading kernel's environment sets them).
+TIMEOUT_ENV = "PTXLAB_ISOLATE_TIMEOUT_S"
+MEMORY_ENV = "PTXLAB_ISOLATE_MEMORY_MB"
+#: A file that every isolated kernel launch appends one JSON line to (kernel, backend, device,
+#: outcome, seconds); the grader reads it to tell the learner where each check's kernels ran.
+LAUNCH_LOG_ENV = "PTXLAB_LAUNCH_LOG"
+#: Set in the child: its private folder, where it leaves ``note.json`` (where the work runs)
+#: before starting the work, so the parent can say so even if the child never replies.
+_WORK_ENV = "PTXLAB_ISOLATED_WORK"
+#: ``0`` always starts a fresh interpreter for the child; ``auto`` (default) forks when safe.
+FORK_ENV = "PTXLAB_ISOLATE_FORK"
+_DEFAULT_TIMEOUT_S = 30.0
+_DEFAULT_MEMORY_MB = 4096
+#: How often the parent samples the child's resident memory.
+_POLL_S = 0.02
+#: Characters of the child's output quoted in an error message.
+_TAIL_CHARS = 1500
+
+
+class IsolationError(RuntimeError):
+    """The isolated child did not return a result; the message says why in plain words."""
+
+    def __init__(self, message: str, *, output_tail: str = ""):
+        super().__init__(message)
+        self.output_tail = output_tail
+
+
+class IsolatedTimeout(IsolationError):
+    """The child ran past its wall-clock limit (a kernel that never finishes, an endless loop)."""
+
+
+class IsolatedMemoryExceeded(IsolationError):
+    """The child's resident memory went over its limit."""
+
+
+class IsolatedCrash(IsolationError):
+    """The child died without a reply (a signal, ``os._exit``, an abort in a driver)."""
+
+
+class IsolatedError(IsolationError):
+    """The work raised an exception that could not be carried back as itself."""
+
+    def __init__(self, message: str, *, type_name: str, remote_traceback: str,
+                 output_tail: str = ""):
+        super().__init__(message, output_tail=output_tail)
+        self.type_name = type_name
+        self.remote_traceback = remote_traceback
+
+
+def default_timeout_s() -> float:
+    """Wall-clock limit for one isolated call: ``$PTXLAB_ISOLATE_TIMEOUT_S`` or 30 s."""
+    return float(os.environ.get(TIMEOUT_ENV) or _DEFAULT_TIMEOUT_S)
+
+
+def default_memory_mb() -> int:
+    """Resident-memory limit for one isolated call: ``$PTXLAB_ISOLATE_MEMORY_MB`` or 4096."""
+    return int(float(os.environ.get(MEMORY_ENV) or _DEFAULT_MEMORY_MB))
+
+
+@dataclass
+class _Reply:
+    ok: bool
+    value: Any = None              # the result, or the pickled exception (bytes) when it pickles
+    type_name: str = ""
+    message: str = ""
+    remote_traceback: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Parent side
+# ---------------------------------------------------------------------------------------------
+
+def _resident_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its descendants, in MiB (0 once it is gone)."""
+    total_kb = 0
+    for p in [pid] + _descendants(pid):
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total_kb += int(line.split()[1])
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return total_kb / 1024.0
+
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            kids = [int(x) for x in fh.read().split()]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+    out = list(kids)
+    for k in kids:
+        out.extend(_descendants(k))
+    return out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - _TAIL_CHARS))
+            return fh.read().decode("utf-8", "replace").strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code} before sending a result (os._exit, sys.exit or a crash)"
+
+
+def run_isolated(target: str, args: tuple = (), kwargs: dict | None = None, *, timeout_s: float | None = None,
+                 memory_mb: int | None = None, env: dict[str, str] | None = None,
+                 what: str = "the isolated call", notes: dict | None = None) -> Any:
+    """Call ``"package.module:function"(*args, **kwargs)`` in a fresh child process and return its result.
+
+    The child's exception comes back as itself when it pickles (``CompileError`` and
+    ``KernelFault`` of the backends do), else as :class:`IsolatedError`. A child past
+    ``timeout_s`` seconds or ``memory_mb`` MiB of resident memory is killed with its whole
+    process group and :class:`IsolatedTimeout` / :class:`IsolatedMemoryExceeded` is raised; a
+    child that dies without replying raises :class:`IsolatedCrash`. ``what`` names the work in
+    those messages (e.g. "kernel 'load_tile'"). ``notes``, when given, receives what the child
+    said about the work before starting it (for a launch: ``backend``, ``device``, ``where``),
+    also when the child never replies.
+    """
+    timeout_s = default_timeout_s() if timeout_s is None else float(timeout_s)
+    memory_mb = default_memory_mb() if memory_mb is None else int(memory_mb)
+    if timeout_s <= 0 or memory_mb <= 0:
+        raise ValueError(f"limits must be positive, got timeout_s={timeout_s}, memory_mb={memory_mb}")
+    module_name, _, func_name = target.partition(":")
+    if not module_name or not func_name:
+        raise ValueError(f"target must look like 'package.module:function', got {target!r}")
+
+    with tempfile.TemporaryDirectory(prefix="ptxlab-isolated-") as tmp:
+        work = Path(tmp)
+        request = (module_name, func_name, tuple(args), dict(kwargs or {}))
+        env_changes = dict(env or {})
+        # The child must run the work itself, not hand it to yet another child.
+        env_changes.update({"PTXLAB_ISOLATE": "0", "PTXLAB_ISOLATED_CHILD": "1",
+                            _WORK_ENV: str(work)})
+        if fork_is_safe():
+            proc = _fork_child(work, request, env_changes)
+        else:
+            proc = _exec_child(work, request, env_changes)
+        verdict = _watch(proc, timeout_s, memory_mb)
+        output = "\n".join(x for x in (_tail(work / "stdout.txt"), _tail(work / "stderr.txt")) if x)
+        note = _read_note(work)
+        if notes is not None:
+            notes.update(note)
+        where = f" on {note['where']}" if note.get("where") else ""
+        if verdict == "timeout":
+            raise IsolatedTimeout(
+                f"{what} did not finish within {timeout_s:g} s{where} and was stopped "
+                "(a kernel that never finishes, or an endless loop?)", output_tail=output)
+        if verdict == "memory":
+            raise IsolatedMemoryExceeded(
+                f"{what} used more than {memory_mb} MiB of memory{where} and was stopped",
+                output_tail=output)
+        reply_path = work / "reply.pkl"
+        if not reply_path.exists():
+            msg = f"{what}{where} {_describe_exit(proc.returncode)}"
+            if output:
+                msg += f"; its last output:\n{output}"
+            raise IsolatedCrash(msg, output_tail=output)
+        with open(reply_path, "rb") as fh:
+            reply: _Reply = pickle.load(fh)
+    if reply.ok:
+        return reply.value
+    if reply.value is not None:
+        try:
+            exc = pickle.loads(reply.value)
+        except Exception:  # pickled in the child but not rebuildable here
+            exc = None
+        if isinstance(exc, BaseException):
+            raise exc
+    raise IsolatedError(f"{what} raised {reply.type_name}: {reply.message}",
+                        type_name=reply.type_name, remote_traceback=reply.remote_traceback,
+                        output_tail=output)
+
+
+def _exec_child(work: Path, request: tuple, env_changes: dict[str, str]) -> subprocess.Popen:
+    """A fresh interpreter that reads the request from ``work`` (no state of the parent)."""
+    with open(work / "request.pkl", "wb") as fh:
+        pickle.dump(request, fh)
+    child_env = dict(os.environ)
+    child_env.update(env_changes)
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    # The child imports this very copy of ptxlab, wherever the parent found it.
+    package_root = str(sources.PROJECT_ROOT)
+    paths = [package_root] + [p for p in child_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    child_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    with open(work / "stdout.txt", "wb") as out, open(work / "stderr.txt", "wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ptxlab.run.isolation", "--child", str(work)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=child_env,
+            start_new_session=True, close_fds=True,
+        )
+
+
+def fork_is_safe() -> bool:
+    """Whether a fork of this process may run the work: never once CUDA may be initialised
+    here (a forked child cannot use the parent's CUDA state), and not where it is turned off."""
+    if os.environ.get(FORK_ENV, "auto").strip().lower() in ("0", "no", "false", "off"):
+        return False
+    if not hasattr(os, "fork") or "cupy" in sys.modules:
+        return False
+    try:
+        with open("/proc/self/maps") as fh:
+            maps = fh.read()
+    except OSError:
+        return False
+    return "libcuda." not in maps and "libcudart" not in maps
+
+
+class _ForkedChild:
+    """The few ``Popen`` methods :func:`_watch` uses, for a child made by ``os.fork``."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+
+    def _reap(self, flags: int) -> bool:
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:
+            self.returncode = self.returncode if self.returncode is not None else -1
+            return True
+        if pid == 0:
+            return False
+        self.returncode = os.waitstatus_to_exitcode(status)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        return True
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._reap(os.WNOHANG)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._reap(os.WNOHANG):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            if self._pidfd is not None:
+                import select
+                select.select([self._pidfd], [], [], left)
+            else:
+                time.sleep(min(0.005, left) if left is not None else 0.005)
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork_child(work: Path, request: tuple, env_changes: dict[str, str]) -> _ForkedChild:
+    """A fork of this process that runs the request and leaves; nothing of it returns here."""
+    out_fd = os.open(work / "stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err_fd = os.open(work / "stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    import warnings
+    with warnings.catch_warnings():
+        # Python 3.12 warns about forking a process with threads: the child touches none of
+        # the threads' state (it swaps stdout/stderr for plain files first and never returns).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid:
+        for fd in (out_fd, err_fd, null_fd):
+            os.close(fd)
+        return _ForkedChild(pid)
+    try:  # the child
+        os.setsid()
+        os.dup2(null_fd, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        import faulthandler
+        if faulthandler.is_enabled():   # crash dumps into this child's own stderr file
+            faulthandler.enable(file=sys.stderr)
+        os.environ.update(env_changes)
+        _serve(work, *request)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - nothing may escape into the parent's code
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        os._exit(70)
+    os._exit(0)
+
+
+def _watch(proc: subprocess.Popen | _ForkedChild, timeout_s: float, memory_mb: int) -> str:
+    """Wait for the child; ``"done"``, or ``"timeout"``/``"memory"`` after killing its group.
+
+    No helper thread: the caller may be a kernel whose memory a learner has used up, where a
+    new thread cannot start.
+    """
+    deadline = time.monotonic() + timeout_s
+    verdict = "done"
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                verdict = "timeout"
+                break
+            try:
+                proc.wait(timeout=min(_POLL_S, left))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if _over_memory(proc.pid, memory_mb):
+                verdict = "memory"
+                break
+    except BaseException:
+        # Interrupted while waiting (a notebook cell's own time limit sends KeyboardInterrupt):
+        # the child must not live on, spinning, under the cells that follow.
+        _kill_group(proc)
+        proc.wait()
+        raise
+    if verdict != "done":
+        _kill_group(proc)
+        proc.wait()
+    # Whatever the child left behind in its group (helpers it started) goes with it.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return verdict
+
+
+def _over_memory(pid: int, memory_mb: int) -> bool:
+    """Whether the child and its descendants hold more than ``memory_mb`` MiB of their own.
+
+    Resident memory first (cheap); only above the limit is it confirmed with the memory the
+    processes do not share (a forked child shares the parent's pages until it writes them).
+    """
+    if _resident_mb(pid) <= memory_mb:
+        return False
+    return _private_mb(pid) > memory_mb
+
+
+def _private_mb(pid: int) -> float:
+    total_kb = 0
+    for p in [pid] + _descendants(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                        total_kb += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        except OSError:  # no smaps_rollup (old kernels): count resident memory instead
+            return _resident_mb(pid)
+    return total_kb / 1024.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel launches
+# ---------------------------------------------------------------------------------------------
+
+def _read_note(work: Path) -> dict:
+    try:
+        return json.loads((work / "note.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_note(note: dict) -> None:
+    """Child side: tell the parent about the work before starting it."""
+    work = os.environ.get(_WORK_ENV)
+    if not work:
+        return
+    tmp = Path(work) / "note.json.part"
+    tmp.write_text(json.dumps(note))
+    tmp.rename(Path(work) / "note.json")
+
+
+def _where(backend: str, device: str) -> str:
+    """``"the GPU (NVIDIA H100 ...)"`` or ``"the CPU model (PTX interpreter)"``."""
+    if backend == "gpu":
+        return f"the GPU ({device})" if device else "the GPU"
+    if backend == "cpu":
+        return f"the {device}" if device.startswith("CPU model") else f"the CPU model ({device})"
+    return device
+
+
+def _launch_in_child(**launch_kwargs):
+    """Runs inside the child: the backends' own launch, never isolated again."""
+    from . import backends
+
+    try:
+        chosen, reason = backends.choose_backend(launch_kwargs.get("source", ""),
+                                                 launch_kwargs.get("backend", "auto"))
+    except Exception:  # the launch below raises the same error with its own message
+        pass
+    else:
+        if chosen == "gpu":
+            from . import gpu
+            device = gpu.status().device_label
+        else:
+            device = getattr(backends, "CPU_DEVICE", "CPU model")
+        _write_note({"backend": chosen, "device": device, "reason": reason,
+                     "where": _where(chosen, device)})
+    params = inspect.signature(backends.launch).parameters
+    if "isolate" in params:
+        launch_kwargs["isolate"] = False
+    return backends.launch(**launch_kwargs)
+
+
+def run_launch_isolated(source: str, kernel: str, grid=(1,), block=(32,), args=(),
+                        shared_mem: int = 0, backend: str = "auto", *,
+                        timeout_s: float | None = None, memory_mb: int | None = None,
+                        **launch_kwargs):
+    """``ptxlab.run.backends.launch(...)`` in an isolated child; returns the same ``LaunchResult``.
+
+    Takes ``launch``'s own arguments. ``CompileError`` and ``KernelFault`` come back as
+    themselves; a launch that hangs, runs out of memory or kills its process raises an
+    :class:`IsolationError` whose message names the kernel, where it ran and the limit it
+    broke. Every launch, whatever its outcome, is recorded in ``$PTXLAB_LAUNCH_LOG`` when set.
+    """
+    kwargs = dict(source=source, kernel=kernel, grid=grid, block=block, args=list(args),
+                  shared_mem=shared_mem, backend=backend, **launch_kwargs)
+    if fork_is_safe():
+        _preload_launch_modules()
+    notes: dict = {}
+    t0 = time.monotonic()
+    outcome = "ok"
+    try:
+        result = run_isolated("ptxlab.run.isolation:_launch_in_child", kwargs=kwargs,
+                              timeout_s=timeout_s, memory_mb=memory_mb,
+                              what=f"kernel '{kernel}'", notes=notes)
+        notes["backend"] = getattr(result, "backend", notes.get("backend", ""))
+        notes["device"] = getattr(result, "device", notes.get("device", ""))
+        return result
+    except BaseException as exc:
+        outcome = type(exc).__name__
+        raise
+    finally:
+        _log_launch({"kernel": kernel, "backend": notes.get("backend", ""),
+                     "device": notes.get("device", ""), "reason": notes.get("reason", ""),
+                     "outcome": outcome, "seconds": round(time.monotonic() - t0, 3)})
+
+
+#: Imported once in the parent before forking launch children, so no child imports them again.
+#: Neither touches CUDA at import time (CuPy is imported by ``ptxlab.run.gpu`` only when used).
+_LAUNCH_MODULES = ("ptxlab.run.backends", "ptxlab.run.cpu")
+
+
+def _preload_launch_modules() -> None:
+    for name in _LAUNCH_MODULES:
+        if name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the child reports the same failure in its own words
+                pass
+
+
+def _log_launch(record: dict) -> None:
+    path = os.environ.get(LAUNCH_LOG_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
+    except OSError:  # the record is a courtesy; the launch's own result stands
+        pass
+
+
+def read_launch_log(path: Path, offset: int = 0) -> tuple[list[dict], int]:
+    """The launch records appended to ``path`` since byte ``offset``, and the new offset."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return [], offset
+    records = []
+    complete = data[: data.rfind(b"\n") + 1]
+    for line in complete.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            records.append(rec)
+    return records, offset + len(complete)
+
+
+# ---------------------------------------------------------------------------------------------
+# Child side
+# ---------------------------------------------------------------------------------------------
+
+def _pickled_exception(exc: BaseException) -> bytes | None:
+    """The exception as a pickle the parent can rebuild, or ``None`` (then it goes as text)."""
+    try:
+        data = pickle.dumps(exc)
+        pickle.loads(data)
+        return data
+    except Exception:
+        return None
+
+
+def _child_main(work: Path) -> None:
+    with open(work / "request.pkl", "rb") as fh:
+        module_name, func_name, args, kwargs = pickle.load(fh)
+    _serve(work, module_name, func_name, args, kwargs)
+
+
+def _serve(work: Path, module_name: str, func_name: str, args: tuple, kwargs: dict) -> None:
+    """Child side: run the work and leave the reply in ``work``."""
+    # A parent that limited its own address space (the grading kernel does) must not pass the
+    # limit on: CUDA reserves far more virtual memory than it uses. Resident memory is what the
+    # parent watches.
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+        reply = _Reply(ok=True, value=func(*args, **kwargs))
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
+        reply = _Reply(ok=False, value=_pickled_exception(exc), type_name=type(exc).__name__,
+                       message=str(exc), remote_traceback=traceback.format_exc())
+    try:
+        payload = pickle.dumps(reply)
+    except Exception:  # the result does not pickle: say so instead
+        reply = _Reply(ok=False, type_name="TypeError",
+                       message=f"the result of {module_name}.{func_name} cannot be pickled")
+        payload = pickle.dumps(reply)
+    tmp = work / "reply.pkl.part"
+    tmp.write_bytes(payload)
+    tmp.rename(work / "reply.pkl")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        # Through the package, so the reply pickles as ptxlab.run.isolation._Reply.
+        from . import isolation as _module
+        _module._child_main(Path(sys.argv[2]))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip interpreter teardown: a broken CUDA context can hang or crash in its destructor
+        # after the reply is safely written.
+        os._exit(0)
+    print("usage: python -m ptxlab.run.isolation --child DIR (internal)", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,332 @@
+"""Warp-collective instructions: the matrix instructions of the course, and the shuffles and votes
+that ordinary CUDA code compiles to (``__shfl_sync``, ``__ballot_sync``, ``__activemask`` ...).
+
+``ldmatrix``, ``stmatrix``, ``movmatrix`` and ``mma`` hand the whole warp's registers to
+:mod:`ptxlab.model.emulator`: the CPU backend has no layout knowledge of its own. The interpreter
+runs these entries only when every lane the instruction needs has arrived (``K_COLL``), so a
+divergent call is reported instead of executed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....model import emulator, layouts
+from ..interpreter import lanes_of, mask_bits
+from ..memory import SHARED_WINDOW, WINDOW_SIZE, LaneFault
+from ..parser import Pair, Reg, Vec
+from ..program import K_COLL, K_OP, CodeEntry, Unsupported
+from ..values import WARP
+from . import handles
+
+_LANE_BITS = (np.uint64(1) << np.arange(WARP, dtype=np.uint64))
+
+
+def _regs(op) -> list:
+    return list(op.items) if isinstance(op, Vec) else [op]
+
+
+# ---------------------------------------------------------------------------------------------
+# ldmatrix / stmatrix: row addresses into the block's shared memory
+# ---------------------------------------------------------------------------------------------
+
+def _matrix_form(ins, what: str) -> tuple[int, bool, str]:
+    """``(num, trans, space)`` of an ldmatrix/stmatrix, refusing forms the model lacks."""
+    mods = list(ins.mods)
+    if "sync" not in mods or "aligned" not in mods:
+        raise Unsupported(f"{ins.full_opcode}: {what} needs .sync.aligned")
+    shape = next((m for m in mods if m.startswith("m") and "n" in m and m[1:2].isdigit()), None)
+    if shape != "m8n8" or "b16" not in mods:
+        raise Unsupported(f"{ins.full_opcode}: only {what}.sync.aligned.m8n8{{.x1,.x2,.x4}}"
+                          "{.trans}.shared.b16 is modelled")
+    num = next((int(m[1:]) for m in mods if m in ("x1", "x2", "x4")), None)
+    if num is None:
+        raise Unsupported(f"{ins.full_opcode}: {what} needs .x1, .x2 or .x4")
+    space = "generic"
+    for m in mods:
+        if m.split("::")[0] == "shared":
+            space = "shared"
+    return num, "trans" in mods, space
+
+
+def _shared_offsets(get_addr, space: str, what: str):
+    """A getter of the 32 lanes' byte offsets into the block's shared memory."""
+    def offsets(w) -> np.ndarray:
+        a = get_addr(w).astype(np.uint64)
+        if space == "generic":
+            inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+            if not inside.all():
+                lane = int(np.argmax(~inside))
+                raise LaneFault(f"{what}: generic address 0x{int(a[lane]):x} is not in shared "
+                                "memory (ldmatrix/stmatrix read and write only shared memory)",
+                                (lane,))
+            a = a - np.uint64(SHARED_WINDOW)
+        return a.astype(np.int64)
+    return offsets
+
+
+def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
+    """``(num, trans, registers, offsets)`` of an ldmatrix/stmatrix: the register operands
+    (checked against ``.num``) and a getter of the lanes' shared-memory offsets."""
+    num, trans, space = _matrix_form(ins, what)
+    regs = _regs(ins.operands[regs_at])
+    if len(regs) != num:
+        raise cx.error(f"{what} .x{num} needs {num} register(s) in braces, got {len(regs)}")
+    _, get_addr = cx.address(ins.operands[addr_at], space if space == "shared" else "generic")
+    return num, trans, regs, _shared_offsets(get_addr, space, what)
+
+
+@handles("ldmatrix")
+def ldmatrix(ins, cx):
+    num, trans, dsts, offsets = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
+    sets = [cx.dst(d, "b32") for d in dsts]
+
+    def fn(w, m):
+        regs = emulator.ldmatrix(w.spaces.shared_bytes(), offsets(w), num=num, trans=trans)
+        for i, s in enumerate(sets):
+            s(w, regs[:, i].copy(), m)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+
+@handles("stmatrix")
+def stmatrix(ins, cx):
+    num, trans, srcs, offsets = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
+    gets = [cx.src(s, "b32") for s in srcs]
+
+    def fn(w, m):
+        regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
+        emulator.stmatrix(w.spaces.shared_bytes(), offsets(w), regs, num=num, trans=trans)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+
+@handles("movmatrix")
+def movmatrix(ins, cx):
+    mods = set(ins.mods)
+    if not {"sync", "aligned", "m8n8", "trans", "b16"} <= mods:
+        raise Unsupported(f"{ins.full_opcode}: only movmatrix.sync.aligned.m8n8.trans.b16 exists")
+    d = cx.dst(ins.operands[0], "b32")
+    a = cx.src(ins.operands[1], "b32")
+
+    def fn(w, m):
+        d(w, emulator.movmatrix(np.asarray(a(w), dtype=np.uint32)), m)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+
+# ---------------------------------------------------------------------------------------------
+# mma.sync
+# ---------------------------------------------------------------------------------------------
+
+@handles("mma")
+def mma(ins, cx):
+    mods = list(ins.mods)
+    if "sync" not in mods or "aligned" not in mods:
+        raise Unsupported(f"{ins.full_opcode}: only mma.sync.aligned is modelled")
+    shape = next((m for m in mods if m.startswith("m") and "n" in m and "k" in m), "")
+    types = [m for m in mods if m in layouts.TYPE_BITS]
+    if len(types) != 4:
+        raise Unsupported(f"{ins.full_opcode}: expected .dtype.atype.btype.ctype")
+    dtype, atype, btype, ctype = types
+    if "row" not in mods or "col" not in mods:
+        raise Unsupported(f"{ins.full_opcode}: the course's mma forms are .row.col")
+    if "satfinite" in mods:
+        raise Unsupported(f"{ins.full_opcode}: .satfinite is not modelled")
+    if (shape, atype, btype, ctype, dtype) not in layouts.MMA_VARIANTS:
+        raise Unsupported(f"{ins.full_opcode} is not one of the mma forms the CPU model covers "
+                          f"({len(layouts.MMA_VARIANTS)} forms, see ptxlab.model.layouts.MMA_VARIANTS)")
+    form = layouts.mma_form(shape, atype, btype, ctype, dtype)
+    dop, aop, bop, cop = ins.operands[:4]
+    for op, lay, name in ((dop, form.d, "D"), (aop, form.a, "A"), (bop, form.b, "B"),
+                          (cop, form.c, "C")):
+        if len(_regs(op)) != lay.regs:
+            raise cx.error(f"{form.ptx}: operand {name} needs {lay.regs} register(s), got "
+                           f"{len(_regs(op))}")
+    sets = [cx.dst(r, "b32") for r in _regs(dop)]
+    ga = [cx.src(r, "b32") for r in _regs(aop)]
+    gb = [cx.src(r, "b32") for r in _regs(bop)]
+    gc = [cx.src(r, "b32") for r in _regs(cop)]
+
+    def stack(w, gets):
+        cols = [np.broadcast_to(np.asarray(g(w)).astype(np.uint32, copy=False), (WARP,))
+                for g in gets]
+        return np.stack(cols, axis=1)
+
+    def fn(w, m):
+        d = emulator.mma(shape, stack(w, ga), stack(w, gb), stack(w, gc), atype=atype,
+                         btype=btype, ctype=ctype, dtype=dtype)
+        for i, s in enumerate(sets):
+            s(w, d[:, i].copy(), m)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+
+# ---------------------------------------------------------------------------------------------
+# shfl.sync, vote.sync, match.sync, redux.sync, activemask
+# ---------------------------------------------------------------------------------------------
+
+def _membermask(ins, cx, index: int):
+    return cx.src(ins.operands[index], "b32")
+
+
+def _need_sync(ins) -> None:
+    if "sync" not in ins.mods:
+        raise Unsupported(f"{ins.full_opcode}: the forms without .sync were removed on sm_70 and "
+                          "later; use the .sync form")
+
+
+@handles("shfl")
+def shfl(ins, cx):
+    _need_sync(ins)
+    mode = next((m for m in ins.mods if m in ("up", "down", "bfly", "idx")), None)
+    if mode is None:
+        raise cx.error("shfl.sync needs .up, .down, .bfly or .idx")
+    dst = ins.operands[0]
+    dop, pop = (dst.first, dst.second) if isinstance(dst, Pair) else (dst, None)
+    d = cx.dst(dop, "b32")
+    p = cx.dst(pop, "pred") if pop is not None else None
+    a = cx.src(ins.operands[1], "b32")
+    b = cx.src(ins.operands[2], "b32")
+    c = cx.src(ins.operands[3], "b32")
+    member = _membermask(ins, cx, 4)
+    lane = np.arange(WARP, dtype=np.int64)
+
+    def fn(w, m):
+        bval = np.asarray(b(w)).astype(np.int64) & 31
+        cv = np.asarray(c(w)).astype(np.int64)
+        cval, seg = cv & 31, (cv >> 8) & 31
+        max_lane = (lane & seg) | (cval & ~seg)
+        min_lane = lane & seg
+        if mode == "up":
+            j = lane - bval
+            ok = j >= max_lane
+        elif mode == "down":
+            j = lane + bval
+            ok = j <= max_lane
+        elif mode == "bfly":
+            j = lane ^ bval
+            ok = j <= max_lane
+        else:
+            j = min_lane | (bval & ~seg)
+            ok = j <= max_lane
+        j = np.where(ok, j, lane)
+        active = np.ones(WARP, dtype=bool) if m is None else m
+        src_ok = active[j]
+        bad = active & ~src_ok
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise LaneFault(f"{ins.full_opcode}: lane {i} reads lane {int(j[i])}, which does not "
+                            "take part in the shuffle (not in the membermask, exited, or on "
+                            "another path): the value would be undefined", (i,),
+                            kind="divergence")
+        vals = np.asarray(a(w)).astype(np.uint32)
+        vals = np.broadcast_to(vals, (WARP,))[j]
+        d(w, vals, m)
+        if p is not None:
+            p(w, ok, m)
+    return CodeEntry(K_COLL, fn, member=member, extra=ins.full_opcode)
+
+
+@handles("vote")
+def vote(ins, cx):
+    _need_sync(ins)
+    mode = next((m for m in ins.mods if m in ("all", "any", "uni", "ballot")), None)
+    if mode is None:
+        raise cx.error("vote.sync needs .all, .any, .uni or .ballot")
+    d = cx.dst(ins.operands[0], "b32" if mode == "ballot" else "pred")
+    a = cx.src(ins.operands[1], "pred")
+    member = _membermask(ins, cx, 2)
+
+    def fn(w, m):
+        active = np.ones(WARP, dtype=bool) if m is None else m
+        vals = np.broadcast_to(np.asarray(a(w), dtype=bool), (WARP,))
+        mine = vals[active]
+        if mode == "ballot":
+            res = np.full(WARP, mask_bits(active & vals), dtype=np.uint32)
+        elif mode == "all":
+            res = np.full(WARP, bool(mine.all()))
+        elif mode == "any":
+            res = np.full(WARP, bool(mine.any()))
+        else:
+            res = np.full(WARP, bool(mine.all() or not mine.any()))
+        d(w, res, m)
+    return CodeEntry(K_COLL, fn, member=member, extra=ins.full_opcode)
+
+
+@handles("activemask")
+def activemask(ins, cx):
+    d = cx.dst(ins.operands[0], "b32")
+
+    def fn(w, m):
+        d(w, np.full(WARP, mask_bits(m), dtype=np.uint32), m)
+    return CodeEntry(K_OP, fn)
+
+
+@handles("match")
+def match(ins, cx):
+    _need_sync(ins)
+    mode = next((x for x in ins.mods if x in ("any", "all")), None)
+    t = "b64" if "b64" in ins.mods else "b32"
+    if mode is None:
+        raise cx.error("match.sync needs .any or .all")
+    dst = ins.operands[0]
+    dop, pop = (dst.first, dst.second) if isinstance(dst, Pair) else (dst, None)
+    d = cx.dst(dop, "b32")
+    p = cx.dst(pop, "pred") if pop is not None else None
+    a = cx.src(ins.operands[1], t)
+    member = _membermask(ins, cx, 2)
+
+    def fn(w, m):
+        active = np.ones(WARP, dtype=bool) if m is None else m
+        vals = np.broadcast_to(np.asarray(a(w)), (WARP,))
+        same = (vals[:, None] == vals[None, :]) & active[None, :]
+        bits = (same.astype(np.uint64) * _LANE_BITS[None, :]).sum(axis=1).astype(np.uint32)
+        if mode == "any":
+            d(w, bits, m)
+            return
+        all_same = bool((vals[active] == vals[active][0]).all())
+        d(w, np.full(WARP, mask_bits(m) if all_same else 0, dtype=np.uint32), m)
+        if p is not None:
+            p(w, np.full(WARP, all_same), m)
+    return CodeEntry(K_COLL, fn, member=member, extra=ins.full_opcode)
+
+
+@handles("redux")
+def redux(ins, cx):
+    _need_sync(ins)
+    op = next((x for x in ins.mods if x in ("add", "min", "max", "and", "or", "xor")), None)
+    t = next((x for x in ins.mods if x in ("u32", "s32", "b32")), None)
+    if op is None or t is None:
+        raise Unsupported(f"{ins.full_opcode}: only the integer redux.sync forms are modelled")
+    d = cx.dst(ins.operands[0], t)
+    a = cx.src(ins.operands[1], t)
+    member = _membermask(ins, cx, 2)
+
+    def fn(w, m):
+        active = np.ones(WARP, dtype=bool) if m is None else m
+        vals = np.broadcast_to(np.asarray(a(w)), (WARP,))[active]
+        if op == "add":
+            r = int(vals.astype(np.int64).sum()) & 0xFFFFFFFF
+        elif op in ("min", "max"):
+            r = int(vals.min() if op == "min" else vals.max()) & 0xFFFFFFFF
+        else:
+            u = vals.astype(np.uint32)
+            r = int(np.bitwise_and.reduce(u) if op == "and" else
+                    np.bitwise_or.reduce(u) if op == "or" else np.bitwise_xor.reduce(u))
+        d(w, np.full(WARP, r, dtype=np.uint32).view(np.int32 if t == "s32" else np.uint32), m)
+    return CodeEntry(K_COLL, fn, member=member, extra=ins.full_opcode)
+
+
+@handles("elect")
+def elect(ins, cx):
+    _need_sync(ins)
+    dst = ins.operands[0]
+    dop, pop = (dst.first, dst.second) if isinstance(dst, Pair) else (dst, None)
+    d = cx.dst(dop, "b32") if not (isinstance(dop, Reg) and dop.name == "_") else None
+    p = cx.dst(pop, "pred") if pop is not None else None
+    member = _membermask(ins, cx, 1)
+
+    def fn(w, m):
+        first = lanes_of(m)[0]
+        if d is not None:
+            d(w, np.full(WARP, first, dtype=np.uint32), m)
+        if p is not None:
+            p(w, np.arange(WARP) == first, m)
+    return CodeEntry(K_COLL, fn, member=member, extra=ins.full_opcode)
+

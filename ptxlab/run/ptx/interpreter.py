@@ -1,0 +1,657 @@
+"""Run a decoded PTX kernel on the CPU: blocks one after another, warps of a block in turn.
+
+Within a warp the 32 lanes run together as numpy vectors. Divergence is handled with groups of
+lanes that share a program counter: the group with the lowest PC runs first, and groups that
+reach the same PC merge again, so lanes reconverge as early as the code allows. A group that
+reaches a warp-collective instruction (``ldmatrix``, ``mma``, ``bar.sync``, ``shfl.sync`` ...)
+waits there until every lane the instruction needs has arrived; if those lanes end up
+elsewhere, that is the divergence the GPU would leave undefined, and it is reported.
+
+Warps of a block run until each waits at a barrier or exits; then the barrier opens and they
+go on. Shared memory is per block, local memory per thread, global memory is the caller's
+arrays (copied).
+"""
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import memory
+from .errors import (Deadlock, DivergenceFault, KernelFault, LaunchError, MemoryFault,
+                     UnsupportedInstruction, Where)
+from .memory import LaneFault
+from .program import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, K_TRAP, FunctionCode,
+                      Program)
+from .values import WARP, constant
+
+DONE, BLOCKED = 0, 1
+_BIG = 1 << 62
+ALL = None                                  # mask value meaning "all 32 lanes"
+_LANE_BITS = (np.uint64(1) << np.arange(WARP, dtype=np.uint64))
+MAX_SHARED_BYTES = 227 * 1024               # per block on sm_90 (with the opt-in)
+DEFAULT_BRANCH_BUDGET = 20_000_000
+
+
+def mask_or(a, b):
+    if a is None or b is None:
+        return None
+    r = a | b
+    return None if r.all() else r
+
+
+def mask_array(m) -> np.ndarray:
+    return np.ones(WARP, dtype=bool) if m is None else m
+
+
+def mask_bits(m) -> int:
+    if m is None:
+        return 0xFFFFFFFF
+    return int(_LANE_BITS[m].sum())
+
+
+def bits_mask(bits: int) -> np.ndarray:
+    return ((np.uint64(bits) >> np.arange(WARP, dtype=np.uint64)) & np.uint64(1)).astype(bool)
+
+
+def lanes_of(m) -> tuple[int, ...]:
+    return tuple(range(WARP)) if m is None else tuple(int(i) for i in np.nonzero(m)[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Flows: the lanes of one warp inside one function activation
+# ---------------------------------------------------------------------------------------------
+
+class Flow:
+    """Program counters of one warp in one function (the entry, or a called ``.func``)."""
+
+    __slots__ = ("fc", "code", "R", "pc", "mask", "pending", "parked", "live", "pvars",
+                 "is_entry")
+
+    def __init__(self, fc: FunctionCode, live: np.ndarray, pvars: dict, is_entry: bool):
+        self.fc = fc
+        self.code = fc.code
+        self.R = fc.initial_registers()
+        self.pc = 0
+        self.live = live.copy()
+        self.mask = None if live.all() else live.copy()
+        self.pending: list = []                 # sorted [pc, mask]
+        self.parked: dict = {}                  # pc -> (mask, member-bits or None)
+        self.pvars = pvars                      # call parameters by name -> (32, size) uint8
+        self.is_entry = is_entry
+
+    def push(self, pc: int, m) -> None:
+        """Add a group, merging with one already waiting at the same PC."""
+        pend = self.pending
+        i = bisect.bisect_left(pend, pc, key=lambda g: g[0])
+        if i < len(pend) and pend[i][0] == pc:
+            pend[i][1] = mask_or(pend[i][1], m)
+        else:
+            pend.insert(i, [pc, m])
+
+
+class Warp:
+    """Architectural state of one warp."""
+
+    __slots__ = ("index", "block", "launch", "R", "special", "live", "spaces", "flows",
+                 "state", "bar_id", "red", "cp_open", "cp_groups", "local", "exited_at")
+
+    def __init__(self, index: int, block: "BlockRun", live: np.ndarray, special: dict):
+        self.index = index
+        self.block = block
+        self.launch = block.launch
+        self.special = special
+        self.live = live.copy()
+        self.flows: list[Flow] = []
+        self.state = "run"
+        self.bar_id = None
+        self.red = None
+        self.cp_open: list = []
+        self.cp_groups: list = []
+        self.R = None
+        self.exited_at: dict = {}
+        prog = block.launch.program
+        self.local = np.zeros((WARP, prog.local_size), dtype=np.uint8) if prog.local_size else None
+        self.spaces = memory.Spaces(block.launch.glob, block.shared, block.shared_size,
+                                    self.local, block.launch.param_bytes)
+
+    @property
+    def flow(self) -> Flow:
+        return self.flows[-1]
+
+    def clock_value(self, name: str) -> np.ndarray:
+        t = self.launch.clock()
+        if name == "%globaltimer_hi":
+            t >>= 32
+        return np.full(WARP, t, dtype=np.uint64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one warp
+# ---------------------------------------------------------------------------------------------
+
+def _next_group(w: Warp, fl: Flow):
+    """The next group to run: the lowest-PC pending group, or a parked group now complete."""
+    best_pc, best = _BIG, None
+    if fl.pending:
+        best_pc = fl.pending[0][0]
+    for pc, (pm, member) in fl.parked.items():
+        if pc < best_pc and _parked_ready(w, fl, pm, member):
+            best_pc, best = pc, pm
+    if best_pc == _BIG:
+        if fl.parked:
+            _divergence_error(w, fl)
+        return None
+    if best is not None and fl.parked.get(best_pc, (None,))[0] is best:
+        del fl.parked[best_pc]
+        return best_pc, best
+    pc, m = fl.pending.pop(0)
+    return pc, m
+
+
+def _parked_ready(w: Warp, fl: Flow, pm, member) -> bool:
+    have = mask_array(pm)
+    if member is None:
+        need = fl.live
+    else:
+        need = bits_mask(member) & fl.live
+    return bool((have | ~need).all()) and bool(need.any())
+
+
+def _divergence_error(w: Warp, fl: Flow) -> None:
+    prog = w.launch.program
+    parts = []
+    for pc, (pm, member) in sorted(fl.parked.items()):
+        ins = fl.fc.instrs[pc]
+        src, _ = prog.source_location(ins)
+        parts.append(f"{_lanes(pm)} wait at PTX line {ins.line} ({ins.text.split()[0]}"
+                     + (f", {src}" if src else "") + ")")
+    gone = ~fl.live & w.block.thread_exists[w.index]
+    if gone.any():
+        parts.append(f"{_lanes(gone)} have already exited")
+    first_pc = min(fl.parked)
+    ins = fl.fc.instrs[first_pc]
+    raise _located(DivergenceFault, w, fl.fc, first_pc, lanes_of(fl.parked[first_pc][0]),
+                   "lanes of one warp reach a warp-collective instruction apart: "
+                   + "; ".join(parts) + ". All lanes the instruction names must execute it "
+                   "together (converged code, no lane-dependent branch around it).")
+
+
+def _lanes(m) -> str:
+    ls = lanes_of(m)
+    from .errors import _lanes_text
+    return _lanes_text(ls) if ls else "no lanes"
+
+
+def _located(cls, w: Warp, fc: FunctionCode, pc: int, lanes, message: str) -> KernelFault:
+    prog = w.launch.program
+    ins = fc.instrs[pc] if 0 <= pc < len(fc.instrs) else None
+    src, text = prog.source_location(ins) if ins is not None else ("", "")
+    where = Where(block=w.block.index, warp=w.index, lanes=tuple(lanes),
+                  ptx_line=ins.line if ins else None, ptx_text=ins.text if ins else "",
+                  source=src, source_text=text)
+    return cls(message, where)
+
+
+def run_flow(w: Warp, fl: Flow) -> int:
+    """Run ``fl`` until all its lanes return (DONE) or it waits at a barrier (BLOCKED)."""
+    code = fl.code
+    pc, m = fl.pc, fl.mask
+    w.R = fl.R
+    pending = fl.pending
+    limit = pending[0][0] if pending else _BIG
+    launch = w.launch
+    try:
+        while True:
+            if pc >= limit:
+                top = pending[0]
+                if top[0] == pc:
+                    pending.pop(0)
+                    m = mask_or(m, top[1])
+                else:
+                    pending.pop(0)
+                    fl.push(pc, m)
+                    pc, m = top
+                limit = pending[0][0] if pending else _BIG
+                continue
+            e = code[pc]
+            k = e.kind
+            if k == K_OP:
+                e.fn(w, m)
+                pc += 1
+                continue
+            if k == K_BRA:
+                launch.branches += 1
+                if launch.branches > launch.branch_budget:
+                    raise LaneFault(
+                        f"the kernel ran more than {launch.branch_budget} branches: an endless "
+                        "loop? (a lane spinning on a value another warp or block writes never "
+                        "finishes on the CPU model, which runs warps one at a time)",
+                        lanes_of(m), kind="deadlock")
+                g = e.guard
+                if g < 0:
+                    pc = e.target
+                    if pc >= limit:
+                        continue
+                    continue
+                p = fl.R[g]
+                if e.neg:
+                    p = ~p
+                if m is not None:
+                    p = p & m
+                if not p.any():
+                    pc += 1
+                    continue
+                if m is None:
+                    rest = ~p
+                else:
+                    rest = m & ~p
+                if not rest.any():
+                    pc = e.target
+                    continue
+                taken = None if p.all() else p
+                lo, hi = (e.target, pc + 1) if e.target < pc + 1 else (pc + 1, e.target)
+                lo_m, hi_m = (taken, rest) if e.target < pc + 1 else (rest, taken)
+                fl.push(hi, hi_m)
+                pc, m = lo, lo_m
+                limit = pending[0][0]
+                continue
+            if k == K_EXIT or k == K_RET:
+                lanes = mask_array(m)
+                if k == K_EXIT or fl.is_entry:
+                    w.live = w.live & ~lanes
+                    for f in w.flows:
+                        f.live = f.live & ~lanes
+                else:
+                    fl.live = fl.live & ~lanes
+                nxt = _next_group(w, fl)
+                if nxt is None:
+                    fl.pc, fl.mask = pc, None
+                    return DONE
+                pc, m = nxt
+                limit = pending[0][0] if pending else _BIG
+                continue
+            if k == K_COLL or k == K_BAR:
+                if e.guard >= 0:
+                    p = fl.R[e.guard]
+                    if e.neg:
+                        p = ~p
+                    am = mask_array(m)
+                    eff = p & am
+                    if not eff.any():
+                        pc += 1
+                        continue
+                    if not (eff == am).all():
+                        raise LaneFault("a guard predicate that differs between lanes skips "
+                                        "a warp-collective instruction in some of them",
+                                        lanes_of(am & ~p), kind="divergence")
+                member = None
+                if e.member is not None:
+                    member = _uniform_member(e.member(w), m)
+                    need = bits_mask(member) & fl.live
+                    have = mask_array(m)
+                    extra = have & ~bits_mask(member)
+                    if extra.any():
+                        raise LaneFault(
+                            f"lanes execute {e.extra or 'a .sync instruction'} without being in "
+                            f"its membermask 0x{member:08x}", lanes_of(extra), kind="divergence")
+                    ready = bool((have == need).all())
+                else:
+                    ready = m is None or bool((m == fl.live).all())
+                if not ready:
+                    pm = fl.parked.get(pc, (False, member))[0]
+                    merged = m if pm is False else mask_or(pm, m)
+                    fl.parked[pc] = (merged, member)
+                    nxt = _next_group(w, fl)
+                    if nxt is None:
+                        fl.pc, fl.mask = pc, None
+                        return DONE
+                    pc, m = nxt
+                    limit = pending[0][0] if pending else _BIG
+                    continue
+                if e.aligned and k == K_COLL and not w.live.all():
+                    gone = ~w.live
+                    raise LaneFault(
+                        f"{e.extra or 'this warp-collective instruction'} needs all 32 lanes of "
+                        f"the warp, but {_lanes(gone)} "
+                        + ("never existed (the block size is not a multiple of 32)"
+                           if (gone & ~w.block.thread_exists[w.index]).any() else "have exited"),
+                        lanes_of(gone), kind="divergence")
+                if k == K_COLL:
+                    e.fn(w, m)
+                    pc += 1
+                    continue
+                # barrier
+                if not fl.is_entry:
+                    raise LaneFault("bar.sync inside a called (non-inlined) function is not "
+                                    "modelled", lanes_of(m), kind="unsupported")
+                action = e.fn(w, m)
+                if action == "arrive":
+                    pc += 1
+                    continue
+                fl.pc, fl.mask = pc + 1, m
+                w.state = "bar"
+                return BLOCKED
+            if k == K_CALL:
+                cont = e.fn(w, m, fl)
+                w.R = fl.R
+                if cont is False:
+                    nxt = _next_group(w, fl)
+                    if nxt is None:
+                        fl.pc, fl.mask = pc, None
+                        return DONE
+                    pc, m = nxt
+                    limit = pending[0][0] if pending else _BIG
+                    continue
+                m = cont
+                pc += 1
+                continue
+            if k == K_TRAP:
+                e.fn(w, m)
+                raise LaneFault("the kernel executed trap", lanes_of(m), kind="trap")
+            raise RuntimeError(f"unknown code kind {k}")
+    except LaneFault as f:
+        cls = {"memory": MemoryFault, "divergence": DivergenceFault, "deadlock": Deadlock,
+               "unsupported": UnsupportedInstruction}.get(f.kind, KernelFault)
+        lanes = f.lanes or lanes_of(m)
+        msg = f.message
+        if f.kind == "unsupported":
+            msg = (f"{msg}. The CPU model stops here rather than guess: run this kernel on a "
+                   "GPU (backend='gpu').")
+        raise _located(cls, w, fl.fc, pc, lanes, msg) from None
+    except KernelFault:
+        raise
+    except _emulator_error() as exc:
+        lanes = (exc.lane,) if getattr(exc, "lane", None) is not None else lanes_of(m)
+        raise _located(MemoryFault if "address" in type(exc).__name__.lower()
+                       or "Address" in type(exc).__name__ else KernelFault,
+                       w, fl.fc, pc, lanes, str(exc)) from None
+
+
+def _emulator_error():
+    from ...model import emulator
+    return emulator.EmulatorError
+
+
+def _uniform_member(values: np.ndarray, m) -> int:
+    v = values if m is None else values[m]
+    first = int(v[0])
+    if (v != v[0]).any():
+        bad = lanes_of(m)[int(np.argmax(v != v[0]))]
+        raise LaneFault(f"lanes pass different membermasks (0x{first:08x} and "
+                        f"0x{int(values[bad]):08x})", (bad,), kind="divergence")
+    return first & 0xFFFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks and barriers
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class BarrierState:
+    arrived: int = 0
+    count: int | None = None
+    waiting: list = field(default_factory=list)
+    red_values: list = field(default_factory=list)
+    pc_of: dict = field(default_factory=dict)
+
+
+class BlockRun:
+    """One thread block: its shared memory, warps and barriers."""
+
+    def __init__(self, launch: "Launch", index: tuple[int, int, int]):
+        self.launch = launch
+        self.index = index
+        self.shared_size = launch.shared_size
+        self.shared = np.zeros(max(16, (launch.shared_size + 15) // 16 * 16), dtype=np.uint8)
+        self.barriers: dict[int, BarrierState] = {}
+        self.thread_exists = launch.thread_exists
+        special_block = launch.block_specials(index)
+        self.warps = []
+        for wi in range(launch.nwarps):
+            special = dict(launch.warp_specials[wi])
+            special.update(special_block)
+            w = Warp(wi, self, launch.thread_exists[wi], special)
+            w.flows.append(Flow(launch.program.entry, w.live, {}, True))
+            self.warps.append(w)
+
+    def arrive(self, w: Warp, bar_id: int, count: int | None, mode: str, red=None) -> None:
+        st = self.barriers.setdefault(bar_id, BarrierState())
+        if count is not None:
+            st.count = count
+        st.arrived += WARP
+        if red is not None:
+            st.red_values.append(red)
+        if mode != "arrive":
+            st.waiting.append(w)
+            w.bar_id = bar_id
+
+    def run(self) -> None:
+        warps = self.warps
+        while True:
+            for w in warps:
+                if w.state == "run":
+                    status = run_flow(w, w.flows[0])
+                    if status == DONE:
+                        w.state = "done"
+            alive = [w for w in warps if w.state != "done"]
+            if not alive:
+                return
+            released = False
+            for bar_id, st in list(self.barriers.items()):
+                if not st.waiting:
+                    continue
+                expected = st.count if st.count is not None else WARP * len(alive)
+                if st.arrived >= expected:
+                    self._release(bar_id, st)
+                    released = True
+            if not released:
+                self._deadlock(alive)
+
+    def _release(self, bar_id: int, st: BarrierState) -> None:
+        for w in st.waiting:
+            w.state = "run"
+            w.bar_id = None
+            if w.red is not None:
+                w.red(st.red_values)
+                w.red = None
+        self.barriers[bar_id] = BarrierState()
+
+    def _deadlock(self, alive) -> None:
+        parts = []
+        for w in alive:
+            fl = w.flows[0]
+            ins = fl.fc.instrs[max(fl.pc - 1, 0)]
+            parts.append(f"warp {w.index} waits at barrier {w.bar_id} (PTX line {ins.line})")
+        done = [w.index for w in self.warps if w.state == "done"]
+        msg = ("the block's barriers can never open: " + "; ".join(parts)
+               + (f"; warps {done} have finished" if done else "")
+               + ". Every warp must reach the same bar.sync/__syncthreads().")
+        w = alive[0]
+        raise _located(Deadlock, w, w.flows[0].fc, max(w.flows[0].pc - 1, 0), (), msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# A launch
+# ---------------------------------------------------------------------------------------------
+
+def _dims(value, what: str) -> tuple[int, int, int]:
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    try:
+        dims = tuple(int(v) for v in value)
+    except TypeError:
+        raise LaunchError(f"{what} must be an int or a tuple of 1-3 ints, got {value!r}") from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise LaunchError(f"{what} must be 1-3 positive sizes, got {value!r}")
+    return dims + (1,) * (3 - len(dims))
+
+
+class Launch:
+    """Everything shared by the blocks of one kernel launch."""
+
+    def __init__(self, program: Program, grid, block, args, shared_mem: int = 0,
+                 branch_budget: int = DEFAULT_BRANCH_BUDGET, printf=None):
+        self.program = program
+        self.grid = _dims(grid, "grid")
+        self.block = _dims(block, "block")
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if threads > 1024:
+            raise LaunchError(f"a block has at most 1024 threads, got {threads} ({self.block})")
+        req = program.entry.fn.directives.get("reqntid")
+        if req and tuple(req) + (1,) * (3 - len(req)) != self.block:
+            raise LaunchError(f"the kernel requires blocks of {req} threads (.reqntid), "
+                              f"got {self.block}")
+        maxn = program.entry.fn.directives.get("maxntid")
+        if maxn and threads > int(np.prod(maxn)):
+            raise LaunchError(f"the kernel allows at most {int(np.prod(maxn))} threads per block "
+                              f"(__launch_bounds__/.maxntid), got {threads}")
+        self.threads = threads
+        self.nwarps = (threads + WARP - 1) // WARP
+        if shared_mem < 0:
+            raise LaunchError("shared_mem must be >= 0")
+        self.shared_size = program.dynamic_shared_offset + int(shared_mem) \
+            if shared_mem else program.static_shared
+        if self.shared_size > MAX_SHARED_BYTES:
+            raise LaunchError(f"the block needs {self.shared_size} bytes of shared memory; sm_90 "
+                              f"allows at most {MAX_SHARED_BYTES}")
+        self.branch_budget = branch_budget
+        self.branches = 0
+        self.printf = printf
+        self._t0 = time.perf_counter_ns()
+        self.glob = memory.GlobalMemory()
+        for v in program.global_vars:
+            buf = self.glob.add(max(v.size, 1), f"variable {v.name}", _var_init(v),
+                                writable=v.space == "global")
+            assert buf.base == program.global_addresses[v.name]
+        self.arg_buffers: list = []
+        self.param_bytes = self._pack_params(list(args))
+        # per-warp special registers that do not depend on the block
+        lin = np.arange(self.nwarps * WARP)
+        bx, by, _ = self.block
+        tx, ty, tz = lin % bx, (lin // bx) % by, lin // (bx * by)
+        exists = lin < threads
+        self.thread_exists = [exists[i * WARP:(i + 1) * WARP] for i in range(self.nwarps)]
+        lane = np.arange(WARP, dtype=np.uint32)
+        common = {
+            "%ntid.x": constant(self.block[0], np.uint32), "%ntid.y": constant(self.block[1], np.uint32),
+            "%ntid.z": constant(self.block[2], np.uint32),
+            "%nctaid.x": constant(self.grid[0], np.uint32), "%nctaid.y": constant(self.grid[1], np.uint32),
+            "%nctaid.z": constant(self.grid[2], np.uint32),
+            "%laneid": constant(0, np.uint32) + lane,
+            "%nwarpid": constant(64, np.uint32), "%smid": constant(0, np.uint32),
+            "%nsmid": constant(1, np.uint32), "%gridid": constant(0, np.uint64),
+            "%lanemask_eq": (np.uint32(1) << lane).astype(np.uint32),
+            "%lanemask_lt": ((np.uint64(1) << lane.astype(np.uint64)) - np.uint64(1)).astype(np.uint32),
+            "%lanemask_le": ((np.uint64(2) << lane.astype(np.uint64)) - np.uint64(1)).astype(np.uint32),
+            "%lanemask_gt": (~((np.uint64(2) << lane.astype(np.uint64)) - np.uint64(1))).astype(np.uint32),
+            "%lanemask_ge": (~((np.uint64(1) << lane.astype(np.uint64)) - np.uint64(1))).astype(np.uint32),
+            "%dynamic_smem_size": constant(int(shared_mem), np.uint32),
+            "%total_smem_size": constant(self.shared_size, np.uint32),
+            "%clusterid.x": constant(0, np.uint32), "%cluster_ctarank": constant(0, np.uint32),
+            "%cluster_nctarank": constant(1, np.uint32), "%is_explicit_cluster": constant(0, np.uint32),
+        }
+        self.warp_specials = []
+        for wi in range(self.nwarps):
+            s = dict(common)
+            sl = slice(wi * WARP, (wi + 1) * WARP)
+            for name, arr in (("x", tx), ("y", ty), ("z", tz)):
+                a = arr[sl].astype(np.uint32)
+                a.flags.writeable = False
+                s["%tid." + name] = a
+            s["%warpid"] = constant(wi, np.uint32)
+            self.warp_specials.append(s)
+
+    def clock(self) -> int:
+        return time.perf_counter_ns() - self._t0
+
+    def block_specials(self, idx) -> dict:
+        return {"%ctaid.x": constant(idx[0], np.uint32), "%ctaid.y": constant(idx[1], np.uint32),
+                "%ctaid.z": constant(idx[2], np.uint32)}
+
+    def _pack_params(self, args: list) -> np.ndarray:
+        prog = self.program
+        params = prog.params
+        if len(args) != len(params):
+            raise LaunchError(f"kernel {prog.entry_name} takes {len(params)} argument(s), "
+                              f"got {len(args)}")
+        # padded to 16 bytes so every aligned parameter can be read as its own type
+        out = np.zeros(max(16, (prog.param_size + 15) // 16 * 16), dtype=np.uint8)
+        for i, ((p, off), arg) in enumerate(zip(params, args)):
+            if isinstance(arg, np.ndarray) and arg.ndim > 0 or (isinstance(arg, np.ndarray)
+                                                                and arg.ndim == 0 and False):
+                if p.size != 8:
+                    raise LaunchError(f"argument {i} is an array (passed as a pointer) but the "
+                                      f"kernel's parameter {i} is a {p.size}-byte .{p.type}")
+                data = np.ascontiguousarray(arg)
+                buf = self.glob.add(data.nbytes, f"argument {i} ({data.dtype} array of "
+                                    f"{data.size} elements)", data.view(np.uint8).reshape(-1))
+                self.arg_buffers.append((i, buf, arg))
+                out[off:off + 8] = np.frombuffer(np.uint64(buf.base).tobytes(), dtype=np.uint8)
+                continue
+            if isinstance(arg, (bool, int, float)) and not isinstance(arg, np.generic):
+                raise LaunchError(
+                    f"argument {i} is a Python {type(arg).__name__}; pass a numpy scalar of the "
+                    f"kernel's parameter type (.{p.type}, {p.size} bytes), e.g. np.int32({arg!r}) "
+                    "or np.uint32(...)")
+            if isinstance(arg, np.ndarray) and arg.ndim == 0:
+                arg = arg[()]
+            if not isinstance(arg, np.generic):
+                raise LaunchError(f"argument {i} must be a numpy array or numpy scalar, got "
+                                  f"{type(arg).__name__}")
+            raw = np.asarray(arg).tobytes()
+            if len(raw) != p.size:
+                raise LaunchError(f"argument {i} is a {np.asarray(arg).dtype} ({len(raw)} bytes) "
+                                  f"but the kernel's parameter {i} is .{p.type} ({p.size} bytes)")
+            out[off:off + p.size] = np.frombuffer(raw, dtype=np.uint8)
+        return out
+
+    def run(self) -> list:
+        gx, gy, gz = self.grid
+        with np.errstate(all="ignore"):
+            for z in range(gz):
+                for y in range(gy):
+                    for x in range(gx):
+                        BlockRun(self, (x, y, z)).run()
+        return self.outputs()
+
+    def outputs(self) -> list:
+        results = []
+        by_index = {i: (buf, arg) for i, buf, arg in self.arg_buffers}
+        prog = self.program
+        for i in range(len(prog.params)):
+            if i in by_index:
+                buf, arg = by_index[i]
+                arr = np.ascontiguousarray(arg).copy()
+                arr.reshape(-1).view(np.uint8)[:] = buf.data[: buf.size]
+                results.append(arr)
+            else:
+                results.append(None)
+        return results
+
+
+def _var_init(v) -> bytes | None:
+    if not v.init:
+        return None
+    from .values import VIEW_DTYPE
+    import struct
+    dt = np.dtype(VIEW_DTYPE.get(v.type) or np.uint8)
+    vals = []
+    for x in v.init:
+        if isinstance(x, tuple) and x[0] == "fbits":
+            raw, bits = x[1], x[2]
+            if dt.kind == "f" and dt.itemsize * 8 != bits:
+                f = struct.unpack("<d" if bits == 64 else "<f",
+                                  raw.to_bytes(bits // 8, "little"))[0]
+                vals.append(np.array(f, dtype=dt).tobytes())
+            else:
+                vals.append(raw.to_bytes(dt.itemsize, "little"))
+        elif isinstance(x, tuple):
+            raise LaunchError(f"initialiser of {v.name} refers to {x[1]}: not supported")
+        elif isinstance(x, float):
+            vals.append(np.array(x, dtype=dt).tobytes())
+        else:
+            vals.append(int(x & ((1 << (8 * dt.itemsize)) - 1)).to_bytes(dt.itemsize, "little"))
+    return b"".join(vals)

@@ -1,0 +1,196 @@
+"""Exercises of the ldmatrix .trans notebook: column-wise loads and the B operand of mma."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...model import emulator, layouts
+from ..checks import AddressTask
+from . import cases, tiles
+from .base import AddressExercise, ChoiceExercise, FragmentExercise
+from .kernel_exercise import KernelExercise, KernelRun
+
+# ---------------------------------------------------------------------------------------------
+# 1. What does .trans deliver?
+# ---------------------------------------------------------------------------------------------
+
+trans_receive = FragmentExercise(
+    key="ldmatrix_trans.receive",
+    title="ldmatrix .trans: which stored element lands in (lane, reg, half)",
+    answer_names=("matrix", "row", "col"),
+    visible=lambda: cases.ldmatrix_cases((2,), trans=True),
+    hidden_cases=lambda: cases.ldmatrix_cases((1, 4), trans=True),
+    mistakes=(
+        (lambda lane, reg, half: (reg, lane // 4, 2 * (lane % 4) + half),
+         "that is the layout without .trans: with .trans a lane's two elements come from one "
+         "column of the stored matrix (two neighbouring rows), so row and column swap roles"),
+        (lambda lane, reg, half: (reg, 2 * (lane % 4), lane // 4 + half),
+         "the two halves of a register sit in neighbouring *rows* of the stored matrix "
+         "(the same column): row = 2 * (lane % 4) + half"),
+    ),
+    hints=(
+        ".trans hands out the stored matrix column by column, exactly as the plain form hands "
+        "out rows: swap the roles of row and column.",
+        "Without .trans: (row, col) = (lane // 4, 2*(lane%4) + half).",
+        "With .trans: (row, col) = (2 * (lane % 4) + half, lane // 4), matrix = reg.",
+    ),
+)
+
+# ---------------------------------------------------------------------------------------------
+# 2./3. Row addresses for B stored row-major (.trans) and column-major (no .trans)
+# ---------------------------------------------------------------------------------------------
+
+
+def _tasks(placement, params, trans):
+    return [AddressTask(placement, b, s, (b, s), trans=trans) for b, s in params]
+
+
+def _random(placement, trans):
+    def make(rng):
+        return [AddressTask(placement, b, s, (b, s), trans=trans) for b, s in
+                (cases.random_tile_params(rng, placement) for _ in range(8))]
+    return make
+
+
+b_row_major_rows = AddressExercise(
+    key="ldmatrix_trans.b_row_major_rows",
+    title="ldmatrix .x2.trans: row addresses of B stored row-major",
+    arg_names=("lane", "base", "stride"),
+    visible=lambda: _tasks(tiles.mma_b_row_major(), ((0, 16), (256, 48)), True),
+    hidden_cases=_random(tiles.mma_b_row_major(), True),
+    mistakes=(
+        (lambda lane, base, stride: base + (lane % 8) * stride + (lane // 8 % 2) * 16,
+         "that is the column-major recipe; here B is row-major (a stored row per k), so matrix "
+         "1 (k = 8..15) is 8 rows further down, not 16 bytes to the right"),
+        (lambda lane, base, stride: base + lane * 16,
+         "rows of the stored B are `stride` bytes apart, not 16"),
+    ),
+    hints=(
+        "Register i of the B fragment holds k = 8i..8i+7: matrix i is stored rows 8i..8i+7.",
+        "Lanes 0-15 therefore point at stored rows k = 0..15, one after the other.",
+        "address = base + (lane % 16) * stride",
+    ),
+)
+
+b_col_major_rows = AddressExercise(
+    key="ldmatrix_trans.b_col_major_rows",
+    title="ldmatrix .x2: row addresses of B stored column-major",
+    arg_names=("lane", "base", "stride"),
+    visible=lambda: _tasks(tiles.mma_b_col_major(), ((0, 32), (512, 64)), False),
+    hidden_cases=_random(tiles.mma_b_col_major(), False),
+    mistakes=(
+        (lambda lane, base, stride: base + (lane % 16) * stride,
+         "stored column-major, B has only 8 stored rows (one per column n); matrix 1 holds "
+         "k = 8..15, the right half of those same rows: add 16 bytes, not 8 rows"),
+        (lambda lane, base, stride: base + (lane % 8) * stride + (lane // 8 % 2) * 8,
+         "k = 8 starts 8 elements = 16 bytes into the stored row"),
+    ),
+    hints=(
+        "Column-major B is B^T stored row by row: stored row n holds B[0..15][n].",
+        "Matrix 0 = k 0..7 = the left halves of stored rows 0..7; matrix 1 = k 8..15 = the "
+        "right halves.",
+        "address = base + (lane % 8) * stride + (lane // 8 % 2) * 16",
+    ),
+)
+
+# ---------------------------------------------------------------------------------------------
+# 4. The B fragment as (k, n)
+# ---------------------------------------------------------------------------------------------
+
+
+def _b_cases(shapes):
+    return [(layouts.mma_form(s, "f16", "f16", "f32", "f32").b, cases.row_col, ()) for s in shapes]
+
+
+b_fragment = FragmentExercise(
+    key="ldmatrix_trans.b_fragment",
+    title="m16n8k16 B fragment: (lane, reg, half) -> (k, n)",
+    answer_names=("k", "n"),
+    visible=lambda: _b_cases(("m16n8k16",)),
+    hidden_cases=lambda: _b_cases(("m16n8k8",)),
+    mistakes=(
+        (lambda lane, reg, half: (lane // 4 + 8 * reg, 2 * (lane % 4) + half),
+         "that is A's pattern; B's register halves run down a column: k = 2 * (lane % 4) + "
+         "half (+ 8 per register), n = lane // 4"),
+        (lambda lane, reg, half: (2 * (lane % 4) + half, lane // 4 + 8 * reg),
+         "B is 16 x 8 (k x n): the second register moves k by 8, n stays lane // 4"),
+    ),
+    hints=(
+        "Group g = lane // 4 owns column n = g of B.",
+        "Within that column, lane % 4 picks the pair of k values 2*(lane%4), 2*(lane%4)+1; "
+        "register 1 adds 8 to k.",
+        "k = 2 * (lane % 4) + half + 8 * reg, n = lane // 4",
+    ),
+)
+
+# ---------------------------------------------------------------------------------------------
+# 5. Spot the bug: a transposing macro defined, the plain one called
+# ---------------------------------------------------------------------------------------------
+
+trans_macro_bug = ChoiceExercise(
+    key="ldmatrix_trans.trans_macro_bug",
+    title="spot the bug: .trans defined, plain form called",
+    correct="b",
+    explanations={
+        "a": "(0, 8) is what mma wants (B[0][0], B[1][0]); the code would give it only if it "
+             "called the .trans macro it defined",
+        "b": "the call goes through the non-.trans macro, so lane 0 gets the first two elements "
+             "of stored row 0: B[0][0] = 0 and B[0][1] = 1, two different n. mma then computes "
+             "with the wrong B, silently",
+        "c": "nothing is transposed twice; the transposing macro is never called",
+        "d": "both macros are valid PTX; choosing the wrong one is a silent bug, not a compile "
+             "error",
+    },
+    hints=("Which of the two macros does the load line actually call?",
+           "Without .trans, lane 0 receives row 0, columns 0 and 1 of the stored matrix."),
+)
+
+# ---------------------------------------------------------------------------------------------
+# 6. Kernel: load B (row-major, 16 x 8) with ldmatrix.x2.trans
+# ---------------------------------------------------------------------------------------------
+
+B_KERNEL_NAME = "load_b_operand"
+
+
+def describe_b_value(v: int) -> str:
+    """Values are ids k * 8 + n of the 16x8 B tile."""
+    if v >= 128:
+        return f"value {v} (not an element of B)"
+    k, n = divmod(int(v), 8)
+    return f"B[{k}][{n}]"
+
+
+def b_operand_expected(sld: int) -> np.ndarray:
+    b = np.arange(128, dtype=np.uint16).reshape(16, 8)
+    smem = np.zeros((16, sld), dtype=np.uint16)
+    smem[:, :8] = b
+    place = tiles.mma_b_row_major()
+    addrs = place.expected_addresses(place.tile(0, sld * 2))
+    return emulator.ldmatrix(smem.reshape(-1).view(np.uint8), addrs, num=2, trans=True)
+
+
+def b_operand_run(sld: int) -> KernelRun:
+    return KernelRun(label=f"tile row stride {sld} elements",
+                     args=[np.arange(128, dtype=np.uint16), np.int32(sld),
+                           np.zeros(64, dtype=np.uint32)],
+                     out_index=2, expected=b_operand_expected(sld), shared_mem=16 * sld * 2,
+                     describe_value=describe_b_value)
+
+
+b_operand_kernel = KernelExercise(
+    key="ldmatrix_trans.b_operand_kernel",
+    title="kernel: load a row-major B with ldmatrix.x2.trans",
+    kernel_name=B_KERNEL_NAME,
+    visible=lambda: [b_operand_run(8)],
+    hidden_cases=lambda rng: [b_operand_run(s) for s in (16, 24)],
+    advice_for=(
+        (lambda src: ".trans" not in src,
+         "B is stored row-major but mma wants it column by column: the load needs .trans"),
+        (lambda src: ".x2" not in src, "B of m16n8k16 is two 8x8 matrices: use .x2"),
+    ),
+    hints=(
+        "Your b_row_major_rows formula gives the address; base = the tile's shared address, "
+        "stride = 2 * sld bytes.",
+        'asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : '
+        '"=r"(r0), "=r"(r1) : "r"(addr));',
+    ),
+)

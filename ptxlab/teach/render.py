@@ -1,0 +1,403 @@
+"""HTML pictures of warp-level data: matrices coloured by lane, fragment maps, address tables.
+
+Every picture is drawn from :mod:`ptxlab.model.layouts` data (or from arrays a kernel produced), never
+from pasted images, so a picture cannot disagree with the emulator. Functions return
+:class:`Html`, a ``str`` that Jupyter displays as HTML and that an ipywidgets ``HTML`` accepts
+as its value. Only inline styles are used, so the pictures survive JupyterLab's sanitiser and
+nbconvert exports.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ..model import layouts
+
+__all__ = [
+    "Html", "lane_color", "matrix_html", "fragment_map_html", "lane_registers_html",
+    "address_table_html", "registers_html", "smem_rows_html", "bank_table_html", "side_by_side",
+    "legend_html", "escape",
+]
+
+WRONG_BG = "#ff8a8a"
+WRONG_BORDER = "#c00000"
+IGNORED_BG = "#eeeeee"
+
+_TABLE = ("border-collapse:collapse;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;"
+          "font-size:12px;margin:4px 8px 8px 0")
+_CELL = "border:1px solid #bbb;padding:2px 5px;text-align:center;min-width:22px"
+_HEAD = "border:1px solid #bbb;padding:2px 5px;background:#f3f3f3;font-weight:600"
+
+
+class Html(str):
+    """A string of HTML that notebooks render (``_repr_html_``) instead of printing."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+
+def lane_color(lane: int) -> str:
+    """Colour of a lane: one hue per group of four lanes (the lanes that share a row), lighter
+    to darker across the four lanes of the group."""
+    lane = int(lane)
+    hue = (lane // 4) * 45
+    light = (88, 80, 72, 64)[lane % 4]
+    return f"hsl({hue},70%,{light}%)"
+
+
+def escape(x) -> str:
+    """``x`` as text that is safe inside HTML (and inside a quoted attribute)."""
+    return html.escape(str(x), quote=True)
+
+
+def _td(text, *, bg: str | None = None, title: str | None = None, bold: bool = False,
+        border: str | None = None, extra: str = "") -> str:
+    style = _CELL
+    if bg:
+        style += f";background:{bg}"
+    if bold:
+        style += ";font-weight:700"
+    if border:
+        style += f";outline:2px solid {border};outline-offset:-2px"
+    style += extra
+    t = f' title="{escape(title)}"' if title else ""
+    return f'<td style="{style}"{t}>{escape(text)}</td>'
+
+
+def _th(text) -> str:
+    return f'<th style="{_HEAD}">{escape(text)}</th>'
+
+
+def _caption(title: str | None) -> str:
+    if not title:
+        return ""
+    return (f'<caption style="caption-side:top;text-align:left;font-weight:600;'
+            f'padding-bottom:2px">{escape(title)}</caption>')
+
+
+def _fmt_value(v, fmt: str) -> str:
+    if fmt == "hex16":
+        return f"{int(v) & 0xFFFF:04x}"
+    if fmt == "hex32":
+        return f"{int(v) & 0xFFFFFFFF:08x}"
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), fmt or "g")
+    return format(int(v), fmt) if fmt else str(int(v))
+
+
+def matrix_html(values: np.ndarray, owner_lanes: np.ndarray | None = None, *,
+                title: str | None = None, fmt: str = "", wrong: np.ndarray | None = None,
+                highlight_lane: int | None = None, row_label: str = "",
+                col_label: str = "", tooltips: np.ndarray | None = None,
+                expected: np.ndarray | None = None) -> Html:
+    """One 2-D matrix as a table; each cell coloured by the lane that holds it.
+
+    ``owner_lanes`` (same shape, ints, -1 for none) picks the colours; ``wrong`` marks cells red
+    (with ``expected`` the tooltip shows what was expected); ``highlight_lane`` outlines that
+    lane's cells and fades the others.
+    """
+    vals = np.asarray(values)
+    if vals.ndim != 2:
+        raise ValueError(f"matrix_html draws 2-D matrices, got shape {vals.shape}")
+    rows, cols = vals.shape
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>",
+           _th(f"{row_label}\\{col_label}" if (row_label or col_label) else "")]
+    out += [_th(c) for c in range(cols)]
+    out.append("</tr>")
+    for r in range(rows):
+        out.append(f"<tr>{_th(r)}")
+        for c in range(cols):
+            lane = int(owner_lanes[r, c]) if owner_lanes is not None else -1
+            bg = lane_color(lane) if lane >= 0 else None
+            border = None
+            tip = []
+            if lane >= 0:
+                tip.append(f"lane {lane}")
+            if tooltips is not None:
+                tip.append(str(tooltips[r, c]))
+            if highlight_lane is not None and lane >= 0:
+                if lane == highlight_lane:
+                    border = "#000"
+                else:
+                    bg = "#f7f7f7"
+            if wrong is not None and bool(wrong[r, c]):
+                bg, border = WRONG_BG, WRONG_BORDER
+                if expected is not None:
+                    tip.append(f"expected {_fmt_value(expected[r, c], fmt)}")
+            out.append(_td(_fmt_value(vals[r, c], fmt), bg=bg, border=border,
+                           title=", ".join(tip) or None, bold=border == "#000"))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
+
+
+def side_by_side(*parts: str, gap: int = 14) -> Html:
+    """Lay several pictures out in a row (wrapping on narrow screens)."""
+    cells = "".join(f'<div style="margin-right:{gap}px">{p}</div>' for p in parts)
+    return Html(f'<div style="display:flex;flex-wrap:wrap;align-items:flex-start">{cells}</div>')
+
+
+def legend_html(lanes: Iterable[int] = range(32)) -> Html:
+    """A strip of lane colours, so a picture can be read without hovering."""
+    cells = "".join(_td(l, bg=lane_color(l)) for l in lanes)
+    return Html(f'<table style="{_TABLE}"><tr>{_th("lane")}{cells}</tr></table>')
+
+
+def _layout_grids(layout: layouts.FragmentLayout, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """Owner lane per element and a short text per element ("T5 r1.0" or "5")."""
+    own = layout.owners                                            # (m, rows, cols, 3)
+    lanes = own[..., 0]
+    if label == "lane":
+        text = lanes.astype(object)
+    else:
+        text = np.empty(lanes.shape, dtype=object)
+        for idx in np.ndindex(lanes.shape):
+            ln, rg, el = own[idx]
+            text[idx] = f"T{ln}:{rg}.{el}" if layout.elems_per_reg > 1 else f"T{ln}:{rg}"
+    return lanes, text
+
+
+def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | None = None,
+                      wrong: np.ndarray | None = None, label: str = "lane+reg",
+                      titles: Sequence[str] | None = None, row_label: str = "row",
+                      col_label: str = "col") -> Html:
+    """Who holds which element: every matrix of ``layout``, each cell naming its lane (and
+    register.element), coloured by lane. ``wrong``: bool ``(matrices, rows, cols)``."""
+    lanes, text = _layout_grids(layout, "lane" if label == "lane" else "full")
+    parts = []
+    for m in range(layout.matrices):
+        title = titles[m] if titles else (f"matrix {m}" if layout.matrices > 1 else layout.name)
+        tips = np.empty(lanes[m].shape, dtype=object)
+        for r in range(layout.rows):
+            for c in range(layout.cols):
+                ln, rg, el = layout.owners[m, r, c]
+                tips[r, c] = f"reg {rg}, element {el} ({row_label} {r}, {col_label} {c})"
+        parts.append(_text_grid(text[m], lanes[m], title=title, selected_lane=selected_lane,
+                                wrong=None if wrong is None else wrong[m], tooltips=tips,
+                                row_label=row_label, col_label=col_label))
+    return side_by_side(*parts)
+
+
+def _text_grid(text: np.ndarray, lanes: np.ndarray, *, title: str, selected_lane: int | None,
+               wrong: np.ndarray | None, tooltips: np.ndarray, row_label: str,
+               col_label: str) -> str:
+    rows, cols = text.shape
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>", _th(f"{row_label}\\{col_label}")]
+    out += [_th(c) for c in range(cols)]
+    out.append("</tr>")
+    for r in range(rows):
+        out.append(f"<tr>{_th(r)}")
+        for c in range(cols):
+            lane = int(lanes[r, c])
+            bg, border = lane_color(lane), None
+            if selected_lane is not None:
+                if lane == selected_lane:
+                    border = "#000"
+                else:
+                    bg = "#f7f7f7"
+            if wrong is not None and bool(wrong[r, c]):
+                bg, border = WRONG_BG, WRONG_BORDER
+            out.append(_td(text[r, c], bg=bg, border=border, title=f"lane {lane}, {tooltips[r, c]}",
+                           bold=border == "#000"))
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def lane_registers_html(layout: layouts.FragmentLayout, lane: int, *,
+                        coord_names: tuple[str, str, str] = ("matrix", "row", "col"),
+                        values: np.ndarray | None = None) -> Html:
+    """The registers of one lane and the element each half (or byte) holds."""
+    if not 0 <= int(lane) < layouts.WARP_SIZE:
+        raise ValueError(f"lane must be 0..31, got {lane}")
+    out = [f'<table style="{_TABLE}">', _caption(f"lane {lane} holds ({layout.name})"), "<tr>",
+           _th("register")]
+    out += [_th(f"element {e}" + (" (low bits)" if e == 0 and layout.elems_per_reg > 1 else ""))
+            for e in range(layout.elems_per_reg)]
+    if values is not None:
+        out.append(_th("bits"))
+    out.append("</tr>")
+    for reg in range(layout.regs):
+        out.append(f"<tr>{_th(f'r{reg}')}")
+        for e in range(layout.elems_per_reg):
+            m, r, c = layout.element(lane, reg, e)
+            where = f"{coord_names[1]} {r}, {coord_names[2]} {c}"
+            if layout.matrices > 1:
+                where = f"{coord_names[0]} {m}: " + where
+            out.append(_td(where, bg=lane_color(lane)))
+        if values is not None:
+            out.append(_td(f"0x{int(values[lane, reg]):08x}"))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
+
+
+def address_table_html(rows: Sequence[dict], *, title: str | None = None,
+                       columns: Sequence[tuple[str, str]] | None = None) -> Html:
+    """Per-lane address table. Each row dict may hold ``lane``, ``address``, ``role``,
+    ``receivers``, ``yours``, ``status`` and ``wrong`` (bool) / ``ignored`` (bool) flags;
+    wrong rows are drawn red, ignored ones grey."""
+    cols = list(columns or [("lane", "lane"), ("address", "address"), ("role", "gives"),
+                            ("receivers", "row lands in lanes")])
+    if any("yours" in r for r in rows) and not any(k == "yours" for k, _ in cols):
+        cols += [("yours", "your formula"), ("status", "")]
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>"]
+    out += [_th(h) for _, h in cols]
+    out.append("</tr>")
+    for r in rows:
+        lane = r.get("lane")
+        bg = None
+        if r.get("ignored"):
+            bg = IGNORED_BG
+        if r.get("wrong"):
+            bg = WRONG_BG
+        out.append("<tr>")
+        for key, _ in cols:
+            val = r.get(key, "")
+            cell_bg = bg
+            if key == "lane" and lane is not None and not r.get("wrong"):
+                cell_bg = lane_color(lane)
+            out.append(_td(val, bg=cell_bg, bold=bool(r.get("wrong")) and key in ("yours", "status")))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
+
+
+def registers_html(regs: np.ndarray, *, title: str | None = None,
+                   wrong: np.ndarray | None = None, halves: bool = True,
+                   expected: np.ndarray | None = None) -> Html:
+    """A warp's registers ``(32, n)``: one row per lane, 16-bit halves shown as ``hi|lo``."""
+    r = np.asarray(regs, dtype=np.uint32)
+    if r.ndim == 1:
+        r = r[:, None]
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>", _th("lane")]
+    out += [_th(f"r{i}" + (" (hi | lo)" if halves else "")) for i in range(r.shape[1])]
+    out.append("</tr>")
+    for lane in range(r.shape[0]):
+        out.append(f"<tr>{_td(lane, bg=lane_color(lane))}")
+        for i in range(r.shape[1]):
+            v = int(r[lane, i])
+            text = f"{v >> 16:5d} | {v & 0xFFFF:5d}" if halves else f"0x{v:08x}"
+            bad = wrong is not None and bool(np.asarray(wrong)[lane, i])
+            tip = None
+            if bad and expected is not None:
+                e = int(np.asarray(expected)[lane, i])
+                tip = f"expected {e >> 16} | {e & 0xFFFF}" if halves else f"expected 0x{e:08x}"
+            out.append(_td(text, bg=WRONG_BG if bad else None, title=tip,
+                           extra=";white-space:pre;text-align:right"))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
+
+
+def smem_rows_html(smem: np.ndarray, row_bytes: int, addr_lanes: dict[int, list[int]] | None = None,
+                   *, title: str | None = None, max_rows: int = 64, elem_bytes: int = 2,
+                   bad_addresses: Iterable[int] = ()) -> Html:
+    """Shared memory drawn as rows of ``row_bytes`` bytes of 16-bit values; each 16-byte chunk
+    that a lane's address points at is coloured by that lane (``addr_lanes``: address -> lanes)."""
+    mem = np.asarray(smem, dtype=np.uint8)
+    if mem.size % elem_bytes:
+        mem = np.pad(mem, (0, elem_bytes - mem.size % elem_bytes))
+    words = mem.view(np.uint16 if elem_bytes == 2 else np.uint8)
+    per_row = row_bytes // elem_bytes
+    n_rows = min(max_rows, -(-words.size // per_row))
+    addr_lanes = addr_lanes or {}
+    bad = set(int(a) for a in bad_addresses)
+    chunk_owner: dict[int, int] = {}
+    chunk_bad: set[int] = set()
+    for a, ln in addr_lanes.items():
+        for k in range(16 // elem_bytes):
+            chunk_owner[(int(a) + k * elem_bytes) // elem_bytes] = ln[0]
+            if int(a) in bad:
+                chunk_bad.add((int(a) + k * elem_bytes) // elem_bytes)
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>", _th("byte")]
+    out += [_th(c * elem_bytes) for c in range(per_row)]
+    out.append("</tr>")
+    for r in range(n_rows):
+        out.append(f"<tr>{_th(r * row_bytes)}")
+        for c in range(per_row):
+            i = r * per_row + c
+            if i >= words.size:
+                out.append(_td(""))
+                continue
+            lane = chunk_owner.get(i)
+            if i in chunk_bad:
+                bg = WRONG_BG
+            else:
+                bg = lane_color(lane) if lane is not None else None
+            tip = f"byte {i * elem_bytes}" + (f", row start given by lane(s) "
+                                              f"{addr_lanes.get(i * elem_bytes, [lane])}"
+                                              if lane is not None else "")
+            out.append(_td(int(words[i]), bg=bg, title=tip))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
+
+
+def bank_table_html(addresses: Sequence[int], *, bytes_per_lane: int = 16, banks: int = 32,
+                    bank_bytes: int = 4, lanes: Sequence[int] | None = None,
+                    phases: Sequence[int] | None = None, title: str | None = None) -> Html:
+    """Which banks each lane's access touches: one row per lane, one column per bank. Lanes
+    served together form a phase (``phases``, default: one phase); a bank that one phase needs
+    for more than one distinct 4-byte word is a conflict, drawn red."""
+    lanes = list(range(len(addresses))) if lanes is None else list(lanes)
+    phases = [0] * len(addresses) if phases is None else list(phases)
+    touch = np.zeros((len(lanes), banks), dtype=bool)
+    words: dict[tuple[int, int], set[int]] = {}
+    for i, a in enumerate(addresses):
+        for w in range(int(a) // bank_bytes, (int(a) + bytes_per_lane) // bank_bytes):
+            touch[i, w % banks] = True
+            words.setdefault((phases[i], w % banks), set()).add(w)
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>", _th("lane"), _th("address")]
+    out += [_th(b) for b in range(banks)]
+    out.append("</tr>")
+    for i, ln in enumerate(lanes):
+        out.append(f"<tr>{_td(ln, bg=lane_color(ln))}{_td(int(addresses[i]))}")
+        for b in range(banks):
+            if touch[i, b]:
+                clash = len(words[(phases[i], b)]) > 1
+                out.append(_td("", bg=WRONG_BG if clash else lane_color(ln),
+                               title=f"bank {b}" + (" (conflict)" if clash else "")))
+            else:
+                out.append(_td(""))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
+
+
+def id_grid_html(ids: np.ndarray, *, text: np.ndarray | None = None, title: str | None = None,
+                 marked: np.ndarray | None = None, clash: np.ndarray | None = None,
+                 tooltips: np.ndarray | None = None, row_label: str = "",
+                 col_label: str = "", col_names: Sequence[str] | None = None) -> Html:
+    """A grid of cells coloured by an id (a 16-byte chunk of a tile, a warp...), not by a lane.
+
+    ``ids`` (2-D ints, -1 for an empty cell) pick the colours (one hue per id); ``text`` is what
+    each cell shows (default: the id); ``marked`` outlines cells (e.g. the ones one instruction
+    reads); ``clash`` draws cells red (e.g. a bank conflict); ``col_names`` replaces the column
+    numbers in the header.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError(f"id_grid_html draws 2-D grids, got shape {ids.shape}")
+    rows, cols = ids.shape
+    heads = list(col_names) if col_names is not None else list(range(cols))
+    out = [f'<table style="{_TABLE}">', _caption(title), "<tr>",
+           _th(f"{row_label}\\{col_label}" if (row_label or col_label) else "")]
+    out += [_th(h) for h in heads]
+    out.append("</tr>")
+    for r in range(rows):
+        out.append(f"<tr>{_th(r)}")
+        for c in range(cols):
+            i = int(ids[r, c])
+            bg = lane_color(4 * i) if i >= 0 else None
+            border = "#000" if marked is not None and bool(marked[r, c]) else None
+            if clash is not None and bool(clash[r, c]):
+                bg, border = WRONG_BG, WRONG_BORDER
+            shown = text[r, c] if text is not None else (i if i >= 0 else "")
+            tip = str(tooltips[r, c]) if tooltips is not None else None
+            out.append(_td(shown, bg=bg, border=border, title=tip, bold=border is not None))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
