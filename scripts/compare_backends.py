@@ -43,8 +43,8 @@ def extra_capstone_cases(rng: np.random.Generator) -> list[KernelCase]:
     for layout in (STUDY[0], STUDY[2], STUDY[-1]):
         fill = rng.integers(0, 2**32, size=layout.rows * layout.chunks * 4, dtype=np.uint32)
         out = np.zeros(128, dtype=np.uint32)
-        cases.append(KernelCase(name=f"capstone bank study ({layout.name}, 1 rep)",
-                                source=kernel_source(layout).replace(f"BANK_REPS {REPS}", "BANK_REPS 1"),
+        one_rep = kernel_source(layout).replace(f"BANK_REPS {REPS}", "BANK_REPS 1")
+        cases.append(KernelCase(name=f"capstone bank study ({layout.name}, 1 rep)", source=one_rep,
                                 kernel="bank_study", grid=(1,),
                                 block=(128,), args=[fill, out], compare=(1,)))
     seed = (rng.integers(-3, 4, size=192).astype(np.float16).view(np.uint16).astype(np.uint32)

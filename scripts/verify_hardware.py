@@ -3,9 +3,9 @@
 
 For every instruction form of ``ptxlab.run.reference_cases.FORMS`` and every input kind, run
 ``--cases`` random cases through the reference kernel and compare each output bit with
-``ptxlab.model.emulator``. Data movement and exact mma inputs must match bit for bit; for random real
-mma inputs the distance is measured (ulps, and error relative to the size of the sum).
-Then probe what the hardware does with garbage addresses in the lanes an ``.x1``/``.x2``
+``ptxlab.model.emulator``. Data movement and exact mma inputs must match bit for bit; for random
+real mma inputs the distance is measured (ulps, and error relative to the size of the sum). Then
+probe what the hardware does with garbage addresses in the lanes an ``.x1``/``.x2``
 ldmatrix/stmatrix ignores (each probe in its own process: a fault ruins a CUDA context).
 
 Writes ``REPORT.md`` and ``report.json`` (``--out-dir``, default ``reports/hardware``) and the

@@ -4,7 +4,8 @@ Nsight Compute.
 
 The per-lane addresses come from :class:`~ptxlab.model.shared_tiles.SharedTileLayout` (its
 ``offset`` mirrors the kernel's ``bank::offset``), for every warp, repetition and 16x16 piece,
-and are fed to the bank model. ``python -m ptxlab.bench.bank_study --target`` is the program ncu profiles.
+and are fed to the bank model. ``python -m ptxlab.bench.bank_study --target`` is the program ncu
+profiles.
 """
 from __future__ import annotations
 

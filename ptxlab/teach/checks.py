@@ -1,7 +1,7 @@
 """Checks of a learner's answers, with reports a learner can act on.
 
-Three kinds of answer are checked here, each against data from :mod:`ptxlab.model.layouts` or results
-of :mod:`ptxlab.model.emulator`, never against a hand-written answer:
+Three kinds of answer are checked here, each against data from :mod:`ptxlab.model.layouts` or
+results of :mod:`ptxlab.model.emulator`, never against a hand-written answer:
 
 * an **address formula**: a Python function of the lane (and the tile's parameters) giving the
   shared-memory byte address that lane hands to ldmatrix/stmatrix;

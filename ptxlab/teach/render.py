@@ -1,7 +1,7 @@
 """HTML pictures of warp-level data: matrices coloured by lane, fragment maps, address tables.
 
-Every picture is drawn from :mod:`ptxlab.model.layouts` data (or from arrays a kernel produced), never
-from pasted images, so a picture cannot disagree with the emulator. Functions return
+Every picture is drawn from :mod:`ptxlab.model.layouts` data (or from arrays a kernel produced),
+never from pasted images, so a picture cannot disagree with the emulator. Functions return
 :class:`Html`, a ``str`` that Jupyter displays as HTML and that an ipywidgets ``HTML`` accepts
 as its value. Only inline styles are used, so the pictures survive JupyterLab's sanitiser and
 nbconvert exports.

@@ -2,9 +2,10 @@
 
 Both redraw as soon as a control changes or the learner types a formula, and colour the lanes
 whose formula disagrees with the layout red. All layout knowledge comes from
-:mod:`ptxlab.model.layouts` (through :mod:`ptxlab.teach.exercises.tiles` for where matrices sit in a tile);
-all drawing from :mod:`ptxlab.teach.render`. The computing parts (``rows()``, ``wrong_cells()``) work
-without ipywidgets, which keeps them testable and lets the HTML be produced anywhere.
+:mod:`ptxlab.model.layouts` (through :mod:`ptxlab.teach.exercises.tiles` for where matrices sit
+in a tile); all drawing from :mod:`ptxlab.teach.render`. The computing parts (``rows()``,
+``wrong_cells()``) work without ipywidgets, which keeps them testable and lets the HTML be
+produced anywhere.
 """
 from __future__ import annotations
 

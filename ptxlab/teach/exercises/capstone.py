@@ -1,9 +1,9 @@
 """Exercises of the capstone notebook: the GEMM's swizzled B address, the warp tile's
 accumulator index, one warp's k-loop as a kernel, and a missing barrier.
 
-Expected values come from :mod:`ptxlab.model.layouts` (fragments), :mod:`ptxlab.model.emulator` (what the
-instructions produce) and the capstone swizzle (:func:`ptxlab.teach.exercises.banks.gemm_swizzle`,
-which mirrors ``kernels/capstone/gemm.cu``).
+Expected values come from :mod:`ptxlab.model.layouts` (fragments), :mod:`ptxlab.model.emulator`
+(what the instructions produce) and the capstone swizzle
+(:func:`ptxlab.teach.exercises.banks.gemm_swizzle`, which mirrors ``kernels/capstone/gemm.cu``).
 """
 from __future__ import annotations
 

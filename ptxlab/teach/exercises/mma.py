@@ -1,12 +1,12 @@
 """Exercises and helpers of the mma.sync notebook.
 
-The notebook shows every variant of ``ptxlab.model.layouts.MMA_VARIANTS`` and runs them through live
-kernels; the helpers here turn numpy matrices into the fragments those kernels take and back
-(through :mod:`ptxlab.model.layouts` and :mod:`ptxlab.model.emulator`, never through a hand-written layout).
-The exercises: the f32/s32 accumulator fragment, the B fragment for every element width, what
-the tensor core reads of a tf32 operand, s8 wraparound, the row addresses of two B n-blocks
-loaded with one ``ldmatrix.x4.trans``, a kernel computing a 16x8 tile, and a swapped-register
-bug.
+The notebook shows every variant of ``ptxlab.model.layouts.MMA_VARIANTS`` and runs them through
+live kernels; the helpers here turn numpy matrices into the fragments those kernels take and
+back (through :mod:`ptxlab.model.layouts` and :mod:`ptxlab.model.emulator`, never through a
+hand-written layout). The exercises: the f32/s32 accumulator fragment, the B fragment for every
+element width, what the tensor core reads of a tf32 operand, s8 wraparound, the row addresses of
+two B n-blocks loaded with one ``ldmatrix.x4.trans``, a kernel computing a 16x8 tile, and a
+swapped-register bug.
 """
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def round_to(values: npt.ArrayLike, typ: str) -> np.ndarray:
 # Fragments of whole matrices, the emulator and a live kernel
 # ---------------------------------------------------------------------------------------------
 
-#: An mma variant: a :class:`ptxlab.model.layouts.MmaForm` or its (shape, atype, btype, ctype, dtype).
+#: An mma variant: a :class:`ptxlab.model.layouts.MmaForm` or its
+#: (shape, atype, btype, ctype, dtype).
 Form = layouts.MmaForm | tuple[str, str, str, str, str]
 
 

@@ -131,7 +131,7 @@ def mma(ins, cx):
         raise Unsupported(f"{ins.full_opcode}: .satfinite is not modelled")
     if (shape, atype, btype, ctype, dtype) not in layouts.MMA_VARIANTS:
         raise Unsupported(f"{ins.full_opcode} is not one of the mma forms the CPU model covers "
-                          f"({len(layouts.MMA_VARIANTS)} forms, see ptxlab.model.layouts.MMA_VARIANTS)")
+                          f"({len(layouts.MMA_VARIANTS)} forms, see ptxlab.layouts.MMA_VARIANTS)")
     form = layouts.mma_form(shape, atype, btype, ctype, dtype)
     dop, aop, bop, cop = ins.operands[:4]
     for op, lay, name in ((dop, form.d, "D"), (aop, form.a, "A"), (bop, form.b, "B"),
