@@ -86,6 +86,11 @@ def test_isolated_launch_matches_direct_launch():
     direct = backends.launch(src, "k", grid=(1,), block=(32,), args=[out.copy()], isolate=False)
     assert res.backend == direct.backend
 
+#: A kernel that never finishes on any backend. It spins on a volatile load of global memory that
+#: nothing writes: the GPU compiler removes a spin on a local variable, even a volatile one.
+HANG = ('extern "C" __global__ void {name}(unsigned* o) {{ volatile unsigned* flag = o; '
+        'while (flag[0] == 0u) {{ }} o[0] = 1u; }}')
+
 
 def test_isolated_launch_compile_error_and_hang():
     backends = _backend_or_skip()
@@ -93,9 +98,9 @@ def test_isolated_launch_compile_error_and_hang():
         iso.run_launch_isolated('extern "C" __global__ void k(unsigned* o) { o[0] = 1 }', "k",
                                 args=[np.zeros(1, np.uint32)], timeout_s=120)
     assert info.value.line is not None
-    hang = 'extern "C" __global__ void k(unsigned* o) { volatile int s = 1; while (s) { } o[0] = 1; }'
     with pytest.raises((iso.IsolatedTimeout, backends.KernelFault), match="kernel 'k'"):
-        iso.run_launch_isolated(hang, "k", args=[np.zeros(1, np.uint32)], timeout_s=2)
+        iso.run_launch_isolated(HANG.format(name="k"), "k", args=[np.zeros(1, np.uint32)],
+                                timeout_s=2)
 
 
 def test_interrupt_while_waiting_stops_the_child():
@@ -136,9 +141,9 @@ def test_launch_log_and_messages_say_where_the_kernel_ran(tmp_path, monkeypatch)
     monkeypatch.setenv(iso.LAUNCH_LOG_ENV, str(log))
     src = 'extern "C" __global__ void k(unsigned* o) { o[threadIdx.x] = 7u; }'
     res = iso.run_launch_isolated(src, "k", args=[np.zeros(32, np.uint32)], timeout_s=120)
-    hang = 'extern "C" __global__ void spin(unsigned* o) { volatile int s = 1; while (s) { } o[0] = 1; }'
     with pytest.raises(iso.IsolatedTimeout) as info:
-        iso.run_launch_isolated(hang, "spin", args=[np.zeros(1, np.uint32)], timeout_s=2)
+        iso.run_launch_isolated(HANG.format(name="spin"), "spin", args=[np.zeros(1, np.uint32)],
+                                timeout_s=2)
     where = "the GPU" if res.backend == "gpu" else "the CPU model"
     assert f"kernel 'spin' did not finish within 2 s on {where}" in str(info.value)
     records, offset = iso.read_launch_log(log)
