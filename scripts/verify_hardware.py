@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ptxlab.model import emulator  # noqa: E402
+from ptxlab.model import emulator, layouts, tensorcore  # noqa: E402
 from ptxlab.run import backends, gpu, reference_cases as rc  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
@@ -175,7 +175,8 @@ def environment(backend: str) -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "sources_sha256": {p: _sha256(ROOT / p) for p in (
-            "ptxlab/emulator.py", "ptxlab/layouts.py", "kernels/ldmatrix.cuh",
+            *(Path(m.__file__).relative_to(ROOT).as_posix() for m in (emulator, layouts, tensorcore)),
+            "kernels/ldmatrix.cuh",
             "kernels/stmatrix.cuh", "kernels/movmatrix.cuh", "kernels/mma.cuh",
             "kernels/reference/ldmatrix_ref.cu", "kernels/reference/stmatrix_ref.cu",
             "kernels/reference/movmatrix_ref.cu", "kernels/reference/mma_ref.cu")},
