@@ -90,9 +90,9 @@ def predictions() -> list[dict]:
 
 def run_target() -> None:
     """Launch the study kernel once per layout, in STUDY order, and check it ran."""
-    import cupy as cp
+    from .runs import compile_kernel, cupy_module
 
-    from .runs import compile_kernel
+    cp = cupy_module()
 
     for layout in STUDY:
         kern = compile_kernel(kernel_source(layout), KERNEL_NAME)

@@ -177,7 +177,9 @@ def markdown(res: dict, plots: list[str]) -> str:
     mp = res["mma_peak"]
     lines += ["", f"mma.sync ceiling: {mp['tflops']:.1f} TFLOP/s, best of {len(mp['trials'])} "
               f"launch shapes ({mp['best']['chains']} independent accumulator chains per warp, "
-              f"{mp['best']['threads']} threads x {mp['best']['blocks']} blocks).",
+              f"{mp['best']['threads']} threads x {mp['best']['blocks']} blocks"
+              + (f", SM clock {mp['best']['sm_clock_mhz']:.0f} MHz as the kernel measured it"
+                 if mp["best"].get("sm_clock_mhz") else "") + ").",
               "", "Targets: GEMM at 4096^3 and 8192^3 >= 80% of the mma.sync ceiling and >= 50% "
               "of cuBLAS; transpose at 8192^2 and 16384^2 >= 80% of copy bandwidth.", ""]
     for p in plots:

@@ -6,11 +6,13 @@ Correctness is checked on fresh random data before anything is timed, with the o
 """
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 
 import numpy as np
 
-from ..run import sources
+from ..run import kernel_params, sources
+from ..run.ptx.errors import CompilerNotFound
 from .kernels import DEFAULT_SMEM_LIMIT, GemmConfig, TransposeConfig, mma_peak_source
 from .timing import time_gpu
 
@@ -20,17 +22,59 @@ GEMM_TOL_F16 = 1e-2
 GEMM_TOL_F32 = 1e-3
 
 
-def _cp():
+def cupy_module():
+    """CuPy, imported on first use (every launch and array of the benchmark goes through it)."""
     import cupy as cp
     return cp
 
 
-@lru_cache(maxsize=None)
-def compile_kernel(source: str, name: str):
+class CheckedKernel:
+    """A compiled kernel that checks every launch's arguments against its parameters first.
+
+    A raw CuPy launch with an argument missing crashes the process (see
+    :mod:`ptxlab.run.kernel_params`); this one raises ``KernelArgumentError`` naming the kernel.
+    Where no CUDA-to-PTX compiler is installed to read the parameters, launches go unchecked.
+    """
+
+    def __init__(self, name: str, raw, sizes: tuple[int, ...] | None):
+        self.name = name
+        self.raw = raw
+        self.sizes = sizes
+
+    def __call__(self, grid, block, args, **kwargs) -> None:
+        if self.sizes is not None:
+            kernel_params.check_args(self.name, self.sizes, args)
+        self.raw(grid, block, args, **kwargs)
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        return self.raw.max_dynamic_shared_size_bytes
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        self.raw.max_dynamic_shared_size_bytes = value
+
+
+def _raw_kernel(source: str, name: str):
     """A CuPy RawKernel for ``name`` in ``source`` (NVRTC, ``kernels/`` on the include path)."""
-    cp = _cp()
+    cp = cupy_module()
     module = cp.RawModule(code=source, options=("-std=c++17", *sources.include_options()))
     return module.get_function(name)
+
+
+def _param_sizes(source: str, name: str) -> tuple[int, ...] | None:
+    try:
+        return kernel_params.param_sizes(source, name)
+    except CompilerNotFound as exc:
+        warnings.warn(f"launches of '{name}' are not checked against its parameters: {exc}",
+                      RuntimeWarning, stacklevel=3)
+        return None
+
+
+@lru_cache(maxsize=None)
+def compile_kernel(source: str, name: str) -> CheckedKernel:
+    """``name`` in ``source``, compiled for this GPU, its launches checked (cached)."""
+    return CheckedKernel(name, _raw_kernel(source, name), _param_sizes(source, name))
 
 
 _raised: dict[int, int] = {}
@@ -45,7 +89,7 @@ def _launch(kernel, grid, block, args, smem: int) -> None:
 
 
 def device_info() -> dict:
-    cp = _cp()
+    cp = cupy_module()
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return {"name": name, "sm": f"sm_{props['major']}{props['minor']}",
@@ -56,7 +100,7 @@ def device_info() -> dict:
 
 
 def _rel_error(got, ref) -> float:
-    cp = _cp()
+    cp = cupy_module()
     got = got.astype(cp.float64)
     ref = ref.astype(cp.float64)
     if not bool(cp.isfinite(got).all()):
@@ -78,7 +122,7 @@ def _gemm_operands(cp, m: int, n: int, k: int, b_col: bool, seed: int):
 def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0,
              time_it: bool = True) -> dict:
     """Check one GEMM configuration against cuBLAS at ``m x n x k``, then time it."""
-    cp = _cp()
+    cp = cupy_module()
     cfg.check_shape(m, n, k)
     kern = compile_kernel(cfg.source(), cfg.kernel_name)
     out_dtype = cp.float32 if cfg.out_f32 else cp.float16
@@ -116,7 +160,7 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
 
 def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int = 3) -> dict:
     """cuBLAS through ``cupy.matmul`` on fp16 operands (fp16 out), same rotation as ours."""
-    cp = _cp()
+    cp = cupy_module()
     bufs = []
     for s in range(sets):
         a, b = _gemm_operands(cp, m, n, k, b_col, 100 + s)
@@ -134,9 +178,13 @@ def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int = 3) ->
 
 
 def mma_peak_run(chains_options=(4, 8, 12), threads_options=(128, 256),
-                 blocks_per_sm_options=(2, 4, 8)) -> dict:
-    """Register-only mma.sync.m16n8k16 f16->f32 rate: the best over a few launch shapes."""
-    cp = _cp()
+                 blocks_per_sm_options=(2, 4, 8), iters: int = 4096) -> dict:
+    """Register-only mma.sync.m16n8k16 f16->f32 rate: the best over a few launch shapes.
+
+    Each trial also reports the SM clock its last launch ran at (from the kernel's own clock64
+    and globaltimer readings), since the ceiling moves with it.
+    """
+    cp = cupy_module()
     sms = device_info()["multiprocessors"]
     seed = cp.asarray(np.random.default_rng(7).integers(0x3000, 0x3C00, 192, dtype=np.uint32)
                       * np.uint32(0x10001))   # small positive f16 pairs
@@ -147,19 +195,29 @@ def mma_peak_run(chains_options=(4, 8, 12), threads_options=(128, 256),
             for per_sm in blocks_per_sm_options:
                 blocks = sms * per_sm
                 out = cp.empty(blocks * threads, dtype=cp.float32)
-                iters = 4096
+                clocks = cp.zeros(4 * blocks, dtype=cp.uint64)   # per block: cycles, ns
 
                 def call(_: int, kern=kern, blocks=blocks, threads=threads, out=out,
-                         iters=iters) -> None:
-                    kern((blocks,), (threads,), (seed, out, np.int32(iters)))
+                         clocks=clocks) -> None:
+                    kern((blocks,), (threads,), (seed, out, np.int32(iters), clocks))
 
                 t = time_gpu(call, min_reps=10, target_ms=150.0)
                 flops = blocks * (threads // 32) * iters * chains * 2 * 16 * 8 * 16
                 trials.append({"chains": chains, "threads": threads, "blocks": blocks,
                                "iters": iters, **t.as_dict(),
-                               "tflops": flops / (t.median_ms * 1e-3) / 1e12})
+                               "tflops": flops / (t.median_ms * 1e-3) / 1e12,
+                               "sm_clock_mhz": _sm_clock_mhz(cp.asnumpy(clocks))})
     best = max(trials, key=lambda r: r["tflops"])
     return {"kernel": "mma_peak", "tflops": best["tflops"], "best": best, "trials": trials}
+
+
+def _sm_clock_mhz(clocks: np.ndarray) -> float | None:
+    """Median over blocks of SM cycles per microsecond, from mma_peak's ``clocks`` output."""
+    per_block = clocks.astype(np.float64).reshape(-1, 4)
+    cycles = per_block[:, 1] - per_block[:, 0]
+    ns = per_block[:, 3] - per_block[:, 2]
+    ok = ns > 0
+    return float(np.median(cycles[ok] / ns[ok] * 1e3)) if ok.any() else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,7 +227,7 @@ def mma_peak_run(chains_options=(4, 8, 12), threads_options=(128, 256),
 def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int = 2,
                   time_it: bool = True) -> dict:
     """Check one transpose configuration bit for bit against ``a.T``, then time it."""
-    cp = _cp()
+    cp = cupy_module()
     cfg.check_shape(rows, cols)
     kern = compile_kernel(cfg.source(), cfg.kernel_name)
     bufs = []
@@ -199,7 +257,7 @@ def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int = 2,
 
 def copy_run(nbytes: int, *, sets: int = 2) -> dict:
     """Device-to-device cudaMemcpy bandwidth, bytes read + written."""
-    cp = _cp()
+    cp = cupy_module()
     rt = cp.cuda.runtime
     bufs = [(cp.ones(nbytes // 4, dtype=cp.uint32), cp.empty(nbytes // 4, dtype=cp.uint32))
             for _ in range(sets)]
@@ -216,7 +274,7 @@ def copy_run(nbytes: int, *, sets: int = 2) -> dict:
 
 def cupy_transpose_run(rows: int, cols: int, *, sets: int = 2) -> dict:
     """``cupy.ascontiguousarray(a.T)`` on fp16, bytes read + written."""
-    cp = _cp()
+    cp = cupy_module()
     bufs = [cp.random.RandomState(300 + s).standard_normal((rows, cols), dtype=cp.float32)
             .astype(cp.float16) for s in range(sets)]
     outs = []
