@@ -6,8 +6,10 @@ installed (``autograder/install-sandbox.sh`` installs it).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from importlib.metadata import version as md_version
 from pathlib import Path
 
 import pytest
@@ -150,3 +152,62 @@ def test_launch_limit_is_at_most_half_the_cell_limit():
     assert effective_launch_timeout(10, 6) == 3          # the corpus's settings
     assert effective_launch_timeout(60, 600) == 60       # the course's: the launch limit stands
     assert effective_launch_timeout(60, None) == 60 and effective_launch_timeout(5, 1) == 1.0
+
+
+def _copy_distribution(site: Path, target: Path, top_level: str, dist_prefix: str) -> None:
+    shutil.copytree(site / top_level, target / top_level,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for extra in site.glob(f"{dist_prefix}*.libs"):
+        shutil.copytree(extra, target / extra.name)
+    for meta in site.glob(f"{dist_prefix}-*.dist-info"):
+        shutil.copytree(meta, target / meta.name)
+
+
+def test_target_layout_imports_inside_the_sandbox(tmp_path, monkeypatch):
+    """A ``pip install --target`` folder on PYTHONPATH: the packages' vendored libraries
+    (``pyzmq.libs``), their metadata, namespace packages and extension modules all load."""
+    _need_bwrap()
+    zmq = pytest.importorskip("zmq")
+    site = Path(zmq.__file__).resolve().parents[1]
+    if not list(site.glob("pyzmq*.libs")):
+        pytest.skip("this pyzmq build vendors no libraries (no pyzmq.libs folder)")
+    target = tmp_path / "target"
+    target.mkdir()
+    _copy_distribution(site, target, "zmq", "pyzmq")
+    (target / "nsdemo" / "inner").mkdir(parents=True)            # a namespace package
+    (target / "nsdemo" / "inner" / "__init__.py").write_text("VALUE = 7\n")
+    ext = next(iter(site.glob("_cffi_backend*.so")), None)       # a top-level extension module
+    if ext is not None:
+        shutil.copy2(ext, target / ext.name)
+    course, work = _course(tmp_path)
+    monkeypatch.syspath_prepend(str(target))
+    policy = sandbox.SandboxPolicy(workdir=work, hidden=[course], gpu=False)
+    code = ("import importlib.metadata as md, zmq, nsdemo.inner as ns; "
+            "assert zmq.__file__.startswith(%r), zmq.__file__; "
+            "print(zmq.zmq_version(), md.version('pyzmq'), ns.VALUE)" % str(target))
+    if ext is not None:
+        code += "; import _cffi_backend"
+    # -S: no site-packages, so every import below must come from the target folder.
+    argv = sandbox.sandbox_argv(policy, [sys.executable, "-S", "-c", code],
+                                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(target)})
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[1] == md_version("pyzmq") and out.stdout.split()[2] == "7"
+    # ...and the venv layout the grader itself runs from works the same way.
+    argv = sandbox.sandbox_argv(policy, [sys.executable, "-c", "import zmq, numpy, ptxlab.layouts"],
+                                env={"PATH": "/usr/bin:/bin"})
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_support_folders_are_mounted_but_not_the_course(tmp_path, monkeypatch):
+    checkout = tmp_path / "checkout"
+    for d in ("pkg", "vendor.libs", "pkg-1.0.dist-info", "ns/sub", "course/source", "kernels/x"):
+        (checkout / d).mkdir(parents=True)
+    (checkout / "pkg" / "__init__.py").write_text("")
+    (checkout / "ns" / "sub" / "__init__.py").write_text("")
+    (checkout / "course" / "nbgrader_config.py").write_text("")
+    monkeypatch.syspath_prepend(str(checkout))
+    paths = set(sandbox.python_readonly_paths(tmp_path / "work", []))
+    assert {checkout / n for n in ("pkg", "vendor.libs", "pkg-1.0.dist-info", "ns")} <= paths
+    assert not {checkout / "course", checkout / "kernels", checkout} & paths

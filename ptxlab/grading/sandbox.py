@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 __all__ = ["SandboxPolicy", "SandboxUnavailable", "bwrap_binary", "sandbox_argv",
@@ -121,14 +122,43 @@ def python_readonly_paths(workdir: Path, hidden: list[Path]) -> list[Path]:
     return _dedupe_nested(out)
 
 
+#: Folders a wheel installs beside its packages that imports need: vendored shared libraries
+#: (``pyzmq.libs``, ``numpy.libs``) and distribution metadata (versions, entry points).
+_SUPPORT_DIR_SUFFIXES = (".libs", ".dist-info", ".egg-info")
+
+
+def _is_module_file(path: Path) -> bool:
+    return path.suffix in (".py", ".pth") or path.name.endswith(tuple(EXTENSION_SUFFIXES))
+
+
+def _is_namespace_package(folder: Path) -> bool:
+    """A folder without ``__init__.py`` that Python imports through (``nvidia/`` holding
+    ``nvidia/cuda_nvrtc/``): it holds a regular package or an extension module."""
+    if not folder.name.isidentifier() or (folder / "__init__.py").exists():
+        return False
+    try:
+        return any((c.is_dir() and (c / "__init__.py").exists())
+                   or (c.is_file() and c.name.endswith(tuple(EXTENSION_SUFFIXES)))
+                   for c in folder.iterdir())
+    except OSError:
+        return False
+
+
 def _importable_children(folder: Path, guarded: list[Path]) -> list[Path]:
+    """What Python may load from ``folder`` and nothing else: packages (regular and namespace),
+    modules (source and extension), ``.pth`` files, and the library and metadata folders wheels
+    put beside them. A checkout on ``sys.path`` keeps its ``course/`` out of reach."""
     if folder == Path("/"):
         return []
     kids = []
     for child in sorted(folder.iterdir()) if folder.is_dir() else []:
         if any(_is_within(g, child) for g in guarded):
             continue
-        if (child.is_dir() and (child / "__init__.py").exists()) or child.suffix in (".py", ".pth"):
+        if child.is_dir():
+            if ((child / "__init__.py").exists() or child.name.endswith(_SUPPORT_DIR_SUFFIXES)
+                    or _is_namespace_package(child)):
+                kids.append(child)
+        elif _is_module_file(child):
             kids.append(child)
     return kids
 
