@@ -3,7 +3,8 @@
 Run it in the course root (or pass ``--course``). It grades what is not graded yet with
 ``--workers`` processes (default: the cores available), shows a progress bar, and writes
 ``grading/<assignment>/grades.csv``, ``summary.md`` and ``scores.png``. Interrupt it at any time:
-the next run continues where it stopped.
+the next run continues where it stopped. Before anyone is graded, a preflight starts one
+sandboxed kernel and one kernel launch as grading will (:mod:`ptxlab.grading.preflight`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 from .batch import BatchBusy, BatchOptions, default_workers, grade_batch
+from .preflight import run_preflight
 from .report import write_csv, write_plot, write_summary
 
 __all__ = ["add_arguments", "run"]
@@ -35,37 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grading settings loaded before the course's nbgrader_config.py "
                              "(default: autograder/nbgrader_config.py)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def sandbox_problem(course: Path, grading_config: Path | None) -> str | None:
-    """Why the configured sandbox cannot start here, or ``None`` when it can (or is off).
-
-    Checked once before grading, so a missing ``bwrap`` stops the batch with one clear
-    message instead of failing every student.
-    """
-    import subprocess
-
-    from . import sandbox
-    from .worker import load_grading_config
-
-    cfg = load_grading_config(course, grading_config)
-    mode = cfg.SandboxedKernelManager.get("sandbox_mode", "bwrap") \
-        if "SandboxedKernelManager" in cfg else "bwrap"
-    if mode != "bwrap":
-        return None
-    try:
-        bwrap = sandbox.bwrap_binary()
-    except sandbox.SandboxUnavailable as exc:
-        return str(exc)
-    probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid",
-                            "--unshare-net", "--proc", "/proc", "--dev", "/dev",
-                            "--die-with-parent", "--", "/bin/true"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return (f"bwrap cannot start the grading sandbox here ({probe.stderr.strip()[:300]}); "
-                "autograder/install-sandbox.sh says how to fix it, and PTXLAB_SANDBOX=none "
-                "grades without it (trusted notebooks only)")
-    return None
+    parser.add_argument("--no-preflight", action="store_true",
+                        help="skip the check that starts one sandboxed kernel and one kernel "
+                             "launch before anyone is graded")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,10 +51,15 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print(f"--workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
-    problem = sandbox_problem(course, args.grading_config)
-    if problem:
-        print(f"ptxlab grade: {problem}", file=sys.stderr)
-        return 2
+    if not args.no_preflight:
+        check = run_preflight(course, args.grading_config)
+        if not check.ok:
+            print(f"ptxlab grade: nobody was graded. Preflight: {check.problem}", file=sys.stderr)
+            return 2
+        print(f"preflight: a grading kernel started and ran a probe launch on {check.where} "
+              f"in {check.seconds:.1f} s", file=sys.stderr)
+        if check.warning:
+            print(f"preflight warning: {check.warning}", file=sys.stderr)
     opts = BatchOptions(course_root=course, assignment=args.assignment, workers=args.workers,
                         force=args.force, retry_failed=args.retry_failed,
                         submission_timeout_s=args.submission_timeout,

@@ -1,0 +1,151 @@
+"""Before anyone is graded: start one notebook kernel and one kernel launch exactly as grading will.
+
+A sandbox that cannot start a kernel (a library folder it does not mount, a missing ``bwrap``), or
+a kernel in which no launch can run, would otherwise give every student of the class a 0 with an
+opaque reason. ``ptxlab grade`` runs this first and stops, writing nothing, with the reason and
+the fix. It also says where learner kernels will run (the GPU or the CPU model).
+"""
+from __future__ import annotations
+
+import atexit
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["PreflightResult", "sandbox_problem", "run_preflight", "PROBE_SOURCE"]
+
+#: The probe's kernel: every lane writes one word the grader can check.
+PROBE_SOURCE = ('extern "C" __global__ void preflight(unsigned* o) '
+                '{ o[threadIdx.x] = 3u * threadIdx.x + 1u; }')
+_MARK = "PTXLAB-PREFLIGHT"
+_PROBE_CELL = f'''import numpy as np
+from ptxlab import backends
+_r = backends.launch({PROBE_SOURCE!r}, "preflight", args=[np.zeros(32, np.uint32)])
+assert (_r.outputs[0] == 3 * np.arange(32) + 1).all(), _r.outputs[0]
+print("{_MARK}", _r.backend, "|", _r.device)
+'''
+_FIX = ("autograder/README.md (the sandbox) says how to set it up; PTXLAB_SANDBOX=none grades "
+        "without the sandbox (trusted notebooks only)")
+
+
+@dataclass
+class PreflightResult:
+    """What the probe found: ``problem`` is empty when grading can start."""
+
+    problem: str = ""
+    backend: str = ""       # where the probe's launch ran: "gpu" or "cpu"
+    device: str = ""
+    warning: str = ""       # a reason to look, not to stop (a GPU the launch did not use)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+    @property
+    def where(self) -> str:
+        """``the GPU (NVIDIA H100 ...)`` or ``the CPU model (PTX interpreter)``."""
+        if self.backend == "gpu":
+            return f"the GPU ({self.device})"
+        return f"the {self.device}" if self.device.startswith("CPU model") else \
+            f"the CPU model ({self.device})"
+
+
+def sandbox_problem(cfg) -> str | None:
+    """Why the configured ``bwrap`` cannot start here, or ``None`` when it can (or is off)."""
+    from . import sandbox
+
+    if _sandbox_mode(cfg) != "bwrap":
+        return None
+    try:
+        bwrap = sandbox.bwrap_binary()
+    except sandbox.SandboxUnavailable as exc:
+        return str(exc)
+    probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid",
+                            "--unshare-net", "--proc", "/proc", "--dev", "/dev",
+                            "--die-with-parent", "--", "/bin/true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return (f"bwrap cannot start the grading sandbox here ({probe.stderr.strip()[:300]}); "
+                + _FIX)
+    return None
+
+
+def _sandbox_mode(cfg) -> str:
+    if "SandboxedKernelManager" in cfg:
+        return cfg.SandboxedKernelManager.get("sandbox_mode", "bwrap")
+    return "bwrap"
+
+
+def _gpu_expected(cfg) -> bool:
+    from . import sandbox
+
+    wanted = cfg.SandboxedKernelManager.get("gpu", True) if "SandboxedKernelManager" in cfg \
+        else True
+    return bool(wanted) and bool(sandbox.gpu_device_nodes())
+
+
+def _outputs_text(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                parts.append(out.get("text", ""))
+            elif out.get("output_type") == "error":
+                parts.append(f"{out.get('ename')}: {out.get('evalue')}")
+    return "".join(parts)
+
+
+def run_preflight(course: Path, grading_config: Path | None = None, *,
+                  timeout_s: float = 180.0) -> PreflightResult:
+    """Start one notebook kernel as grading does and launch the probe kernel in it."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from .execute import SandboxedKernelManager
+    from .worker import load_grading_config
+
+    t0 = time.monotonic()
+    cfg = load_grading_config(course, grading_config)
+    problem = sandbox_problem(cfg)
+    if problem:
+        return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
+    work = Path(tempfile.mkdtemp(prefix="ptxlab-preflight-"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_PROBE_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    client = NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg,
+                            timeout=int(timeout_s), kernel_name="python3",
+                            resources={"metadata": {"path": str(work)}})
+    try:
+        client.execute()
+    except CellExecutionError:
+        detail = _outputs_text(nb).strip()[-1500:]
+        return PreflightResult(
+            problem=f"the notebook kernel started, but the probe kernel launch failed in it:\n"
+                    f"{detail}", seconds=time.monotonic() - t0)
+    except Exception as exc:  # noqa: BLE001 - a dead kernel, a timeout, a failed start alike
+        return PreflightResult(
+            problem=f"a notebook kernel could not start in the grading sandbox "
+                    f"({type(exc).__name__}: {str(exc).strip()[-1500:]}); {_FIX}",
+            seconds=time.monotonic() - t0)
+    finally:
+        # A kernel that never started leaves nbclient's exit hook with nothing to clean up.
+        atexit.unregister(client._cleanup_kernel)
+        shutil.rmtree(work, ignore_errors=True)
+    text = _outputs_text(nb)
+    line = next((ln for ln in text.splitlines() if ln.startswith(_MARK)), "")
+    if not line:
+        return PreflightResult(problem=f"the probe cell printed nothing it should: {text[-500:]!r}",
+                               seconds=time.monotonic() - t0)
+    backend, _, device = line[len(_MARK):].strip().partition(" | ")
+    result = PreflightResult(backend=backend, device=device, seconds=time.monotonic() - t0)
+    if backend != "gpu" and _gpu_expected(cfg):
+        result.warning = ("this machine has an NVIDIA GPU, but learner kernels run on the CPU "
+                          f"model ({device}); verdicts are the same, grading is slower. "
+                          "`ptxlab status` inside the grading environment says why")
+    return result
