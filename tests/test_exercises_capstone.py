@@ -219,11 +219,19 @@ def test_check_kernels_reports_a_missing_backend_as_a_row(monkeypatch):
 
 
 def test_comparison_rows_from_the_committed_report():
-    rows = nb.comparison_rows(nb.committed_report())
+    report = nb.committed_report()
+    rows = nb.comparison_rows(report)
     g = next(r for r in rows if r["what"] == "GEMM B row-major, f16 out" and r["size"] == "4096^3")
-    assert g["ours"] == "409 TFLOP/s" and abs(g["ratio1"] - 0.62) < 0.01
+    rec = next(r for r in report["gemm"] if r["m"] == 4096 and r["variant"] == "B row-major, f16 out")
+    peak = report["mma_peak"]["tflops"]
+    cublas = next(r for r in report["cublas"] if r["m"] == 4096)
+    assert g["ours"] == f"{rec['tflops']:.0f} TFLOP/s"
+    assert abs(g["ratio1"] - rec["tflops"] / cublas["tflops"]) < 1e-9
+    assert abs(g["ratio2"] - rec["tflops"] / peak) < 1e-9 and 0 < g["ratio2"] < 1
     t = next(r for r in rows if r["size"] == "8192^2")
-    assert abs(t["ratio1"] - 0.94) < 0.01 and t["correct"]
+    tr = next(r for r in report["transpose"] if r["rows"] == 8192)
+    cp = next(r for r in report["copy"] if r["bytes"] == 8192 * 8192 * 2)
+    assert abs(t["ratio1"] - tr["tbps"] / cp["tbps"]) < 1e-9 and t["correct"]
 
 
 def test_performance_without_gpu_shows_the_committed_report(monkeypatch):
@@ -232,11 +240,11 @@ def test_performance_without_gpu_shows_the_committed_report(monkeypatch):
     view = nb.performance()
     assert not view.measured_now
     assert view.note.startswith("Committed figures, not measured on this machine")
-    assert "NVIDIA H100" in view.note and "2026-11-22" in view.note
+    assert "NVIDIA H100" in view.note and nb.committed_report()["date"][:10] in view.note
     assert "no GPU in this test" in view.note
     assert len(view.rows) == 16 and len(view.images) == 2
     html = view._repr_html_()
-    assert html.count("data:image/png;base64,") == 2 and "<code>ptxlab bench</code>" in html
+    assert html.count("data:image/png;base64,") == 2 and "<code>ptxlab bench" in html
     assert "Committed figures" in str(view)
 
 
