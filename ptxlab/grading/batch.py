@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from ..run import sources
-from .outcome import StudentOutcome
+from .outcome import INFRASTRUCTURE, StudentOutcome
 
 __all__ = ["BatchOptions", "BatchResult", "BatchBusy", "Ledger", "discover_submissions",
            "grade_batch", "default_workers", "Progress"]
@@ -121,7 +121,11 @@ class Progress:
         eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
         width = 30
         bar = "#" * int(width * self.done / self.total) + "-" * (width - int(width * self.done / self.total))
-        last = f" last: {outcome.student} {outcome.score:g}/{outcome.max_score:g}" if outcome else ""
+        last = ""
+        if outcome:
+            got = (f"{outcome.score:g}/{outcome.max_score:g}" if outcome.counted
+                   else "not graded (infrastructure)")
+            last = f" last: {outcome.student} {got}"
         line = (f"[{bar}] {self.done}/{self.total} {pct:3d}%  {running} running  "
                 f"{elapsed:5.0f}s elapsed, ~{eta:4.0f}s left{last}")
         if self._tty:
@@ -137,14 +141,20 @@ class Progress:
             self.stream.flush()
 
 
+def worker_command(opts: BatchOptions) -> list[str]:
+    """The command line of one grading worker (:mod:`ptxlab.grading.worker`)."""
+    cmd = [sys.executable, "-m", "ptxlab.grading.worker", str(Path(opts.course_root).resolve()),
+           opts.assignment]
+    if opts.grading_config:
+        cmd += ["--grading-config", str(opts.grading_config)]
+    return cmd
+
+
 class _Worker:
     """One worker process and the student it is grading."""
 
     def __init__(self, opts: BatchOptions, index: int, log: TextIO):
-        cmd = [sys.executable, "-m", "ptxlab.grading.worker", str(Path(opts.course_root).resolve()),
-               opts.assignment]
-        if opts.grading_config:
-            cmd += ["--grading-config", str(opts.grading_config)]
+        cmd = worker_command(opts)
         env = dict(os.environ)
         package_root = str(sources.PROJECT_ROOT)
         env["PYTHONPATH"] = os.pathsep.join(
@@ -197,6 +207,10 @@ def _record_lost_worker(opts: BatchOptions, student: str, status: str, reason: s
         outcome.score, outcome.max_score, outcome.checks = read_outcome(
             gb, Path(opts.course_root), opts.assignment, student)
     return outcome
+
+
+#: How many times a submission is handed to a fresh worker after its worker died under it.
+WORKER_DEATH_RETRIES = 1
 
 
 class BatchBusy(RuntimeError):
@@ -262,7 +276,8 @@ def _grade_batch(opts: BatchOptions,
     for student, stamp in submissions.items():
         prev = done.get(student)
         fresh = prev is not None and prev.submitted_at == stamp
-        retry = prev is not None and opts.retry_failed and prev.status in ("timeout", "crashed")
+        retry = prev is not None and (prev.status == INFRASTRUCTURE or (
+            opts.retry_failed and prev.status in ("timeout", "crashed")))
         if opts.force or not fresh or retry:
             todo.append(student)
     skipped = len(submissions) - len(todo)
@@ -276,6 +291,7 @@ def _grade_batch(opts: BatchOptions,
     sel = selectors.DefaultSelector()
 
     finished_now = 0
+    deaths: dict[str, int] = {}
 
     def finish(outcome: StudentOutcome) -> None:
         nonlocal finished_now
@@ -309,10 +325,21 @@ def _grade_batch(opts: BatchOptions,
                     student, took = w.student, time.monotonic() - w.started
                     code = w.proc.poll()
                     if student is not None:
-                        finish(_record_lost_worker(
-                            opts, student, "crashed",
-                            f"the grading process died (exit status {code}) while grading this "
-                            "submission", took, submissions.get(student, "")))
+                        # The learner's code runs in a kernel of its own, not in the worker: a
+                        # dead worker is the machine's fault. Once more on a fresh worker; then
+                        # "not graded", never a 0, and the next run tries again.
+                        deaths[student] = deaths.get(student, 0) + 1
+                        if deaths[student] <= WORKER_DEATH_RETRIES:
+                            pending.insert(0, student)
+                        else:
+                            finish(StudentOutcome(
+                                student=student, status=INFRASTRUCTURE,
+                                reason=f"not graded (infrastructure): the grading process died "
+                                       f"{deaths[student]} times under it (last exit status "
+                                       f"{code}); the next 'ptxlab grade' run grades it",
+                                duration_s=round(took, 3),
+                                submitted_at=submissions.get(student, "")))
+                    w.student = None
                     replace(w)
                     continue
                 msg = json.loads(line)

@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"graded {result.graded_now} now, {result.skipped} already graded; "
           f"{len(result.outcomes)} students in {csv_path} and {summary}"
           + (f" ({plot.name})" if plot else ""))
+    not_graded = [o.student for o in result.outcomes if not o.counted]
+    if not_graded:
+        print(f"{len(not_graded)} not graded because the machine failed, not the submission "
+              f"({', '.join(not_graded[:10])}{' ...' if len(not_graded) > 10 else ''}): no score "
+              "was written for them; run the same command again to grade them", file=sys.stderr)
     if result.interrupted:
         print("interrupted: run the same command again to grade the rest", file=sys.stderr)
         return 130

@@ -12,9 +12,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["CheckOutcome", "StudentOutcome", "read_outcome", "record_failure",
+__all__ = ["CheckOutcome", "StudentOutcome", "INFRASTRUCTURE", "read_outcome", "record_failure",
            "failing_reasons", "other_cell_errors", "check_backends", "short_error"]
 
+#: The status of a submission the machine failed to grade (never a 0: a rerun grades it).
+INFRASTRUCTURE = "infrastructure"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _REASON_CHARS = 300
 
@@ -40,13 +42,19 @@ class StudentOutcome:
     """One student's result, as it goes into the CSV and the summary."""
 
     student: str
-    status: str                    # graded | failed | timeout | crashed
+    status: str                    # graded | failed | timeout | crashed | infrastructure
     score: float = 0.0
     max_score: float = 0.0
     reason: str = ""
     duration_s: float = 0.0
     submitted_at: str = ""
     checks: list[CheckOutcome] = field(default_factory=list)
+
+    @property
+    def counted(self) -> bool:
+        """Whether this row is a grade: an ``infrastructure`` row is not (the machine failed,
+        not the submission; no zeros were written and the next run grades it)."""
+        return self.status != INFRASTRUCTURE
 
     def to_json(self) -> dict:
         return asdict(self)

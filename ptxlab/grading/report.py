@@ -41,8 +41,10 @@ def write_csv(outcomes: Sequence[StudentOutcome], path: Path) -> Path:
         w.writeheader()
         for o in sorted(outcomes, key=lambda o: o.student):
             w.writerow({
-                "student": o.student, "status": o.status, "score": f"{o.score:g}",
-                "max_score": f"{o.max_score:g}", "percent": f"{_percent(o):.1f}",
+                "student": o.student, "status": o.status,
+                "score": f"{o.score:g}" if o.counted else "",
+                "max_score": f"{o.max_score:g}" if o.counted else "",
+                "percent": f"{_percent(o):.1f}" if o.counted else "",
                 "failed_checks": ";".join(c.grade_id for c in o.checks if not c.passed),
                 "reason": o.reason, "kernel_backend": kernel_backend(o),
                 "duration_s": f"{o.duration_s:.2f}",
@@ -54,7 +56,7 @@ def write_csv(outcomes: Sequence[StudentOutcome], path: Path) -> Path:
 def score_histogram(outcomes: Sequence[StudentOutcome], bins: int = 10) -> list[tuple[str, int]]:
     """``(label, count)`` per band of percent score: 0-9, 10-19, ..., 90-100."""
     counts = [0] * bins
-    for o in outcomes:
+    for o in (o for o in outcomes if o.counted):
         counts[min(bins - 1, int(_percent(o) * bins // 100))] += 1
     width = 100 // bins
     return [(f"{i * width}-{(i + 1) * width - 1 if i < bins - 1 else 100}%", n)
@@ -71,7 +73,7 @@ def write_plot(outcomes: Sequence[StudentOutcome], path: Path, title: str) -> Pa
     except ImportError:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
-    ax.hist([_percent(o) for o in outcomes], bins=range(0, 110, 10), color="#4878a8",
+    ax.hist([_percent(o) for o in outcomes if o.counted], bins=range(0, 110, 10), color="#4878a8",
             edgecolor="white")
     ax.set_xlabel("score (% of the maximum)")
     ax.set_ylabel("students")
@@ -107,7 +109,7 @@ def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment:
                   plot: Path | None = None) -> Path:
     """Markdown summary of the batch."""
     path = Path(path)
-    pct = [_percent(o) for o in outcomes]
+    pct = [_percent(o) for o in outcomes if o.counted]
     lines = [f"# Autograding summary: {assignment}", ""]
     status = Counter(o.status for o in outcomes)
     lines.append(f"{len(outcomes)} submissions: " + ", ".join(
@@ -139,11 +141,18 @@ def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment:
         for (nb, gid), n, reason in failing[:10]:
             reason = reason.replace("|", "\\|")
             lines.append(f"| {nb}/{gid} | {n} | {reason} |")
-    problems = [o for o in outcomes if o.status != "graded"]
+    problems = [o for o in outcomes if o.status != "graded" and o.counted]
     if problems:
         lines += ["", "## Submissions nbgrader could not grade (zero, flagged for review)", "",
                   "| student | status | reason |", "| --- | --- | --- |"]
         for o in sorted(problems, key=lambda o: o.student):
             lines.append(f"| {o.student} | {o.status} | {o.reason.replace('|', chr(92) + '|')} |")
+    not_graded = [o for o in outcomes if not o.counted]
+    if not_graded:
+        lines += ["", "## Not graded: the machine failed, not the submission (no score written; "
+                  "run `ptxlab grade` again to grade them)", "",
+                  "| student | reason |", "| --- | --- |"]
+        for o in sorted(not_graded, key=lambda o: o.student):
+            lines.append(f"| {o.student} | {o.reason.replace('|', chr(92) + '|')} |")
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
 from pathlib import Path
 
 from ..run import sources
-from .outcome import StudentOutcome, other_cell_errors, read_outcome, record_failure, short_error
+from .outcome import (INFRASTRUCTURE, StudentOutcome, other_cell_errors, read_outcome,
+                      record_failure, short_error)
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
 
@@ -95,9 +97,23 @@ class SubmissionGrader:
 
         t0 = time.monotonic()
         unreadable = self._unreadable_notebooks(student)
-        result = self.api.autograde(self.assignment, student, force=True, create=True)
-        log_text = (result.get("log") or "") + ("\n" + result["error"] if result.get("error") else "")
+        for attempt in range(1 + len(INFRA_RETRY_WAIT_S)):
+            result = self.api.autograde(self.assignment, student, force=True, create=True)
+            log_text = (result.get("log") or "") + ("\n" + result["error"] if result.get("error") else "")
+            cause = None if result["success"] else infrastructure_cause(log_text)
+            if cause is None:
+                break
+            print(f"{student}: the machine failed to grade it ({cause}); attempt {attempt + 1}",
+                  file=sys.stderr)
+            if attempt < len(INFRA_RETRY_WAIT_S):
+                time.sleep(INFRA_RETRY_WAIT_S[attempt])
         (self.log_dir / f"{student}.log").write_text(log_text)
+        if cause is not None:      # never a 0: no zeros in the gradebook, and the next run retries
+            return StudentOutcome(
+                student=student, status=INFRASTRUCTURE, submitted_at=self.submitted_at(student),
+                reason=f"not graded (infrastructure): {cause}, {1 + len(INFRA_RETRY_WAIT_S)} "
+                       "attempts; the next 'ptxlab grade' run grades it",
+                duration_s=round(time.monotonic() - t0, 3))
         outcome = StudentOutcome(student=student, status="graded" if result["success"] else "failed",
                                  submitted_at=self.submitted_at(student))
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
@@ -120,6 +136,32 @@ class SubmissionGrader:
             outcome.reason = "; ".join(unreadable) or _nbgrader_error(log_text)
         outcome.duration_s = round(time.monotonic() - t0, 3)
         return outcome
+
+
+#: Seconds to wait before each new attempt at a submission the machine failed to grade.
+INFRA_RETRY_WAIT_S = (2.0, 5.0)
+#: What a failed nbgrader run says when the machine, not the submission, failed: the notebook's
+#: kernel never started (it dies or stays silent before any learner code runs), the gradebook
+#: was locked, the machine ran out of disk, processes, files or memory.
+_INFRASTRUCTURE_SIGNS = (
+    (re.compile(r"Kernel died before replying to kernel_info"), "the notebook kernel did not start"),
+    (re.compile(r"Kernel didn't respond in \d+ seconds|Timeout waiting for kernel_info"),
+     "the notebook kernel did not start in time"),
+    (re.compile(r"database is locked"), "the gradebook was locked"),
+    (re.compile(r"No space left on device"), "the disk was full"),
+    (re.compile(r"Too many open files"), "the machine ran out of file handles"),
+    (re.compile(r"Resource temporarily unavailable|BlockingIOError"),
+     "the machine could not start a process"),
+    (re.compile(r"SandboxUnavailable"), "the grading sandbox could not start"),
+)
+
+
+def infrastructure_cause(log_text: str) -> str | None:
+    """Why the machine (not the submission) failed to grade it, or ``None``."""
+    for pattern, cause in _INFRASTRUCTURE_SIGNS:
+        if pattern.search(log_text):
+            return cause
+    return None
 
 
 def _nbgrader_error(log_text: str) -> str:
@@ -167,9 +209,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             outcome = grader.grade(student)
         except Exception as exc:  # nbgrader itself failed (database, disk): report, go on
-            outcome = StudentOutcome(student=student, status="failed",
-                                     reason=f"grading failed: {short_error(type(exc).__name__, str(exc))}")
-            print(traceback.format_exc(), file=sys.stderr)
+            text = traceback.format_exc()
+            print(text, file=sys.stderr)
+            cause = infrastructure_cause(text)
+            if cause is not None:
+                outcome = StudentOutcome(
+                    student=student, status=INFRASTRUCTURE,
+                    reason=f"not graded (infrastructure): {cause}; the next 'ptxlab grade' "
+                           "run grades it")
+            else:
+                outcome = StudentOutcome(
+                    student=student, status="failed",
+                    reason=f"grading failed: {short_error(type(exc).__name__, str(exc))}")
         results.write(json.dumps(outcome.to_json()) + "\n")
     from .execute import shutdown_spare_kernels
     shutdown_spare_kernels()
