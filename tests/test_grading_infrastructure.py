@@ -45,6 +45,8 @@ def course_with_alice(tmp_path, monkeypatch):
     sandbox so the test needs no bwrap."""
     pytest.importorskip("nbgrader")
     monkeypatch.setenv("PTXLAB_SANDBOX", "none")
+    # Graded in this process: no spare kernel may outlive the test.
+    monkeypatch.setenv("PTXLAB_PRESTART_KERNELS", "0")
     root = fixture_course.make_course(tmp_path / "course")
     gen = fixture_course.nbgrader(["generate_assignment", "ps1"], root,
                                   env=fixture_course.grading_env(PTXLAB_SANDBOX="none"))
@@ -54,7 +56,9 @@ def course_with_alice(tmp_path, monkeypatch):
     for f in (root / "release" / "ps1").iterdir():
         (sub / f.name).write_bytes(f.read_bytes())
     (sub / "timestamp.txt").write_text("2026-11-23 10:00:00")
-    return root
+    yield root
+    from ptxlab.grading.execute import shutdown_spare_kernels
+    shutdown_spare_kernels()
 
 
 def test_a_kernel_that_did_not_start_is_retried(course_with_alice, monkeypatch):
