@@ -332,11 +332,9 @@ def _grade_batch(opts: BatchOptions,
                         if deaths[student] <= WORKER_DEATH_RETRIES:
                             pending.insert(0, student)
                         else:
-                            finish(StudentOutcome(
-                                student=student, status=INFRASTRUCTURE,
-                                reason=f"not graded (infrastructure): the grading process died "
-                                       f"{deaths[student]} times under it (last exit status "
-                                       f"{code}); the next 'ptxlab grade' run grades it",
+                            finish(StudentOutcome.not_graded(
+                                student, f"the grading process died {deaths[student]} times "
+                                         f"under it (last exit status {code})",
                                 duration_s=round(took, 3),
                                 submitted_at=submissions.get(student, "")))
                     w.student = None

@@ -50,6 +50,13 @@ class StudentOutcome:
     submitted_at: str = ""
     checks: list[CheckOutcome] = field(default_factory=list)
 
+    @classmethod
+    def not_graded(cls, student: str, cause: str, **fields) -> "StudentOutcome":
+        """A row for a submission the machine failed to grade: no score, and why."""
+        return cls(student=student, status=INFRASTRUCTURE,
+                   reason=f"not graded (infrastructure): {cause}; the next 'ptxlab grade' "
+                          "run grades it", **fields)
+
     @property
     def counted(self) -> bool:
         """Whether this row is a grade: an ``infrastructure`` row is not (the machine failed,

@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..run.isolation import where_text
+from . import sandbox
+
 __all__ = ["PreflightResult", "sandbox_problem", "run_preflight", "PROBE_SOURCE"]
 
 #: The probe's kernel: every lane writes one word the grader can check.
@@ -48,17 +51,12 @@ class PreflightResult:
     @property
     def where(self) -> str:
         """``the GPU (NVIDIA H100 ...)`` or ``the CPU model (PTX interpreter)``."""
-        if self.backend == "gpu":
-            return f"the GPU ({self.device})"
-        return f"the {self.device}" if self.device.startswith("CPU model") else \
-            f"the CPU model ({self.device})"
+        return where_text(self.backend, self.device)
 
 
-def sandbox_problem(cfg) -> str | None:
-    """Why the configured ``bwrap`` cannot start here, or ``None`` when it can (or is off)."""
-    from . import sandbox
-
-    if _sandbox_mode(cfg) != "bwrap":
+def sandbox_problem(sandbox_mode: str) -> str | None:
+    """Why ``bwrap`` cannot start here, or ``None`` when it can (or the sandbox is off)."""
+    if sandbox_mode != "bwrap":
         return None
     try:
         bwrap = sandbox.bwrap_binary()
@@ -72,20 +70,6 @@ def sandbox_problem(cfg) -> str | None:
         return (f"bwrap cannot start the grading sandbox here ({probe.stderr.strip()[:300]}); "
                 + _FIX)
     return None
-
-
-def _sandbox_mode(cfg) -> str:
-    if "SandboxedKernelManager" in cfg:
-        return cfg.SandboxedKernelManager.get("sandbox_mode", "bwrap")
-    return "bwrap"
-
-
-def _gpu_expected(cfg) -> bool:
-    from . import sandbox
-
-    wanted = cfg.SandboxedKernelManager.get("gpu", True) if "SandboxedKernelManager" in cfg \
-        else True
-    return bool(wanted) and bool(sandbox.gpu_device_nodes())
 
 
 def _outputs_text(nb) -> str:
@@ -111,7 +95,8 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
 
     t0 = time.monotonic()
     cfg = load_grading_config(course, grading_config)
-    problem = sandbox_problem(cfg)
+    settings = SandboxedKernelManager(config=cfg)      # the settings grading's kernels get
+    problem = sandbox_problem(settings.sandbox_mode)
     if problem:
         return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
     work = Path(tempfile.mkdtemp(prefix="ptxlab-preflight-"))
@@ -144,7 +129,7 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
                                seconds=time.monotonic() - t0)
     backend, _, device = line[len(_MARK):].strip().partition(" | ")
     result = PreflightResult(backend=backend, device=device, seconds=time.monotonic() - t0)
-    if backend != "gpu" and _gpu_expected(cfg):
+    if backend != "gpu" and settings.gpu and sandbox.gpu_device_nodes():
         result.warning = ("this machine has an NVIDIA GPU, but learner kernels run on the CPU "
                           f"model ({device}); verdicts are the same, grading is slower. "
                           "`ptxlab status` inside the grading environment says why")

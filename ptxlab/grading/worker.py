@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 
 from ..run import sources
-from .outcome import (INFRASTRUCTURE, StudentOutcome, other_cell_errors, read_outcome,
+from .outcome import (StudentOutcome, other_cell_errors, read_outcome,
                       record_failure, short_error)
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
@@ -109,10 +109,9 @@ class SubmissionGrader:
                 time.sleep(INFRA_RETRY_WAIT_S[attempt])
         (self.log_dir / f"{student}.log").write_text(log_text)
         if cause is not None:      # never a 0: no zeros in the gradebook, and the next run retries
-            return StudentOutcome(
-                student=student, status=INFRASTRUCTURE, submitted_at=self.submitted_at(student),
-                reason=f"not graded (infrastructure): {cause}, {1 + len(INFRA_RETRY_WAIT_S)} "
-                       "attempts; the next 'ptxlab grade' run grades it",
+            return StudentOutcome.not_graded(
+                student, f"{cause}, {1 + len(INFRA_RETRY_WAIT_S)} attempts",
+                submitted_at=self.submitted_at(student),
                 duration_s=round(time.monotonic() - t0, 3))
         outcome = StudentOutcome(student=student, status="graded" if result["success"] else "failed",
                                  submitted_at=self.submitted_at(student))
@@ -213,10 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             print(text, file=sys.stderr)
             cause = infrastructure_cause(text)
             if cause is not None:
-                outcome = StudentOutcome(
-                    student=student, status=INFRASTRUCTURE,
-                    reason=f"not graded (infrastructure): {cause}; the next 'ptxlab grade' "
-                           "run grades it")
+                outcome = StudentOutcome.not_graded(student, cause)
             else:
                 outcome = StudentOutcome(
                     student=student, status="failed",

@@ -454,7 +454,7 @@ def _write_note(note: dict) -> None:
     tmp.rename(Path(work) / "note.json")
 
 
-def _where(backend: str, device: str) -> str:
+def where_text(backend: str, device: str) -> str:
     """``"the GPU (NVIDIA H100 ...)"`` or ``"the CPU model (PTX interpreter)"``."""
     if backend == "gpu":
         return f"the GPU ({device})" if device else "the GPU"
@@ -479,7 +479,7 @@ def _launch_in_child(**launch_kwargs):
         else:
             device = getattr(backends, "CPU_DEVICE", "CPU model")
         _write_note({"backend": chosen, "device": device, "reason": reason,
-                     "where": _where(chosen, device)})
+                     "where": where_text(chosen, device)})
     params = inspect.signature(backends.launch).parameters
     if "isolate" in params:
         launch_kwargs["isolate"] = False
