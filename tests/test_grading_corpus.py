@@ -49,8 +49,10 @@ ROSTER = _class_roster()
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = fixture_course.make_course(tmp_path_factory.mktemp("corpus") / "course")
+    # Launches through each worker's warm launch service, as on a GPU server (where 'auto'
+    # turns it on): the corpus's hangs and faults must cost only their own student there too.
     env = fixture_course.grading_env(PTXLAB_CELL_TIMEOUT_S="6", PTXLAB_LAUNCH_TIMEOUT_S="10",
-                                     PTXLAB_KERNEL_MEMORY_MB="1536")
+                                     PTXLAB_KERNEL_MEMORY_MB="1536", PTXLAB_WARM_LAUNCHES="on")
     gen = fixture_course.nbgrader(["generate_assignment", "ps1"], root, env)
     assert gen.returncode == 0, gen.stderr[-3000:]
     for student, case in ROSTER:
@@ -144,3 +146,22 @@ def test_snooping_found_nothing(graded):
     assert outcomes[student].score == (5.0 if _kernels_run_here() else 0.0)
     good = next(s for s, c in ROSTER if c.good)
     assert outcomes[good].score > 0
+
+
+def test_launches_went_through_the_warm_service(graded):
+    """Every launch of a good student ran in its worker's warm launch service, none in a child."""
+    import nbformat
+
+    root, rows, outcomes, run = graded
+    if not _kernels_run_here():
+        pytest.skip("no backend runs the fixture's kernel here")
+    routes = []
+    for s, c in ROSTER:
+        if not c.good:
+            continue
+        nb = nbformat.read(str(root / "autograded" / s / "ps1" / "ps1.ipynb"), as_version=4)
+        for cell in nb.cells:
+            routes += [r.get("route") for r in
+                       cell.get("metadata", {}).get("ptxlab", {}).get("kernel_launches", [])]
+    assert routes and set(routes) == {"service"}, routes
+

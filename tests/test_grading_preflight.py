@@ -88,3 +88,16 @@ def test_a_working_sandbox_says_where_kernels_run_and_grades(released_course):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "preflight: a grading kernel started and ran a probe launch on" in proc.stderr
     assert (released_course / "grading" / "ps1" / "grades.csv").exists()
+
+
+def test_preflight_goes_through_the_warm_launch_service_in_the_sandbox(released_course, monkeypatch):
+    """The service runs in a sandbox of its own; the kernel reaches it through its socket alone."""
+    _need_bwrap()
+    monkeypatch.setenv("PTXLAB_SANDBOX", "bwrap")
+    monkeypatch.setenv("PTXLAB_WARM_LAUNCHES", "on")
+    result = preflight.run_preflight(released_course)
+    assert result.ok, result.problem
+    assert result.route == "service", result.warning
+    assert not result.warning
+    from ptxlab.grading import launch_services
+    assert not launch_services._SERVICES, "the preflight's service must not idle in the head"

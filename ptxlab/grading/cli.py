@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
         if not check.ok:
             print(f"ptxlab grade: nobody was graded. Preflight: {check.problem}", file=sys.stderr)
             return 2
-        print(f"preflight: a grading kernel started and ran a probe launch on {check.where} "
-              f"in {check.seconds:.1f} s", file=sys.stderr)
+        how = " through the warm launch service" if check.route == "service" else ""
+        print(f"preflight: a grading kernel started and ran a probe launch on {check.where}"
+              f"{how} in {check.seconds:.1f} s", file=sys.stderr)
         if check.warning:
             print(f"preflight warning: {check.warning}", file=sys.stderr)
     opts = BatchOptions(course_root=course, assignment=args.assignment, workers=args.workers,

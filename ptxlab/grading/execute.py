@@ -42,7 +42,9 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import sandbox
-from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, TIMEOUT_ENV, read_launch_log
+from .launch_services import service_socket, shutdown_launch_services, wants_service
+from ..run.isolation import (LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV,
+                             read_launch_log)
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
            "effective_launch_timeout", "BACKEND_NOTE_TAG"]
@@ -106,6 +108,11 @@ class SandboxedKernelManager(AsyncKernelManager):
     launch_gpu_memory_mb = Integer(0, config=True,
                                    help="GPU memory one kernel launch may allocate through "
                                         "CuPy, MiB (0: no limit); sets CUPY_GPU_MEMORY_LIMIT")
+    launch_service = Unicode("auto", config=True,
+                             help="'on': the worker's kernel launches run in one warm launch "
+                                  "service (one CUDA context, one compile cache); 'off': each "
+                                  "launch in a child process of its own; 'auto': on when the "
+                                  "kernel gets a GPU")
     file_size_mb = Integer(256, config=True, help="largest file the kernel may write, MiB")
     launch_timeout_s = Float(60.0, config=True,
                              help="wall-clock limit of one isolated kernel launch, seconds")
@@ -162,12 +169,17 @@ class SandboxedKernelManager(AsyncKernelManager):
         })
         if self.launch_gpu_memory_mb > 0:
             inner_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
+        hidden = ([Path(p) for p in self.hidden_paths] + _course_paths_of(workdir)
+                  + self._configured_course_paths())
+        service = self._launch_service_socket(
+            env, [Path(p) for p in self.hidden_paths] + self._configured_course_paths(),
+            launch_timeout)
+        if service:
+            inner_env[SERVICE_ENV] = service
         if self.sandbox_mode == "bwrap":
             policy = sandbox.SandboxPolicy(
-                workdir=workdir, private_dir=self._private_dir,
-                hidden=[Path(p) for p in self.hidden_paths] + _course_paths_of(workdir)
-                + self._configured_course_paths(),
-                gpu=self.gpu)
+                workdir=workdir, private_dir=self._private_dir, hidden=hidden, gpu=self.gpu,
+                sockets=[Path(service)] if service else [])
             kernel_cmd = sandbox.sandbox_argv(policy, boot, env=inner_env)
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
         elif self.sandbox_mode == "none":
@@ -182,6 +194,27 @@ class SandboxedKernelManager(AsyncKernelManager):
             raise ValueError(f"SandboxedKernelManager.sandbox_mode must be 'bwrap' or 'none', "
                              f"got {self.sandbox_mode!r}")
         return kernel_cmd, kw
+
+    def _launch_service_socket(self, env: dict[str, str], hidden: list[Path],
+                               launch_timeout: float) -> str | None:
+        """This worker's warm launch service, when it is wanted and can run."""
+        if self.sandbox_mode not in ("bwrap", "none"):
+            return None              # the error about the mode comes below
+        if not wants_service(self.launch_service, self.gpu):
+            return None
+        service_env = _sandbox_env(env, workdir=Path("/"))
+        if self.launch_gpu_memory_mb > 0:
+            service_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
+        if self.sandbox_mode == "none":
+            # No private /tmp: the service's home is a folder of its own under the system's.
+            home = Path(tempfile.gettempdir()) / f"ptxlab-launch-home-{os.getuid()}"
+            service_env.update({k: v.replace("/tmp/home", str(home))
+                                for k, v in service_env.items() if v.startswith("/tmp/home")})
+        # The course and the exchange stay hidden (the same for every kernel of the worker, so
+        # one service serves them all); no student's folder is ever in its view.
+        return service_socket(sandbox_mode=self.sandbox_mode, gpu=self.gpu,
+                              hidden=[h for h in hidden if h.exists()], env=service_env,
+                              max_timeout_s=launch_timeout, max_memory_mb=self.launch_memory_mb)
 
     async def _async_kill_kernel(self, restart: bool = False) -> None:
         # jupyter_client checks every 0.1 s whether the killed kernel is gone; a graded
@@ -257,10 +290,12 @@ def _shutdown_quietly(km: SandboxedKernelManager) -> None:
 
 
 def shutdown_spare_kernels() -> None:
-    """Stop every spare kernel of this process (at the end of a batch, and at exit)."""
+    """Stop every spare kernel of this process and its launch service (at the end of a batch,
+    and at exit)."""
     while _SPARES:
         _, km = _SPARES.popitem()
         _shutdown_quietly(km)
+    shutdown_launch_services()
 
 
 atexit.register(shutdown_spare_kernels)
@@ -437,7 +472,7 @@ def _note_cell_backend(cell: NotebookNode, records: list[dict]) -> None:
         text=f"[grader] the kernels of this cell ran on {_launch_summary(records)}\n"))
     meta = cell.setdefault("metadata", NotebookNode()).setdefault("ptxlab", NotebookNode())
     meta["kernel_launches"] = [
-        {k: r.get(k) for k in ("kernel", "backend", "device", "outcome", "seconds")}
+        {k: r.get(k) for k in ("kernel", "backend", "device", "outcome", "seconds", "route")}
         for r in records]
 
 

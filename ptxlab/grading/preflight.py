@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..run.isolation import where_text
 from . import sandbox
+from .launch_services import shutdown_launch_services, wants_service
 
 __all__ = ["PreflightResult", "sandbox_problem", "run_preflight", "PROBE_SOURCE"]
 
@@ -24,11 +25,14 @@ __all__ = ["PreflightResult", "sandbox_problem", "run_preflight", "PROBE_SOURCE"
 PROBE_SOURCE = ('extern "C" __global__ void preflight(unsigned* o) '
                 '{ o[threadIdx.x] = 3u * threadIdx.x + 1u; }')
 _MARK = "PTXLAB-PREFLIGHT"
-_PROBE_CELL = f'''import numpy as np
+_PROBE_CELL = f'''import json, os
+import numpy as np
 from ptxlab import backends
 _r = backends.launch({PROBE_SOURCE!r}, "preflight", args=[np.zeros(32, np.uint32)])
 assert (_r.outputs[0] == 3 * np.arange(32) + 1).all(), _r.outputs[0]
-print("{_MARK}", _r.backend, "|", _r.device)
+_log = os.environ.get("PTXLAB_LAUNCH_LOG", "")
+_route = json.loads(open(_log).read().splitlines()[-1]).get("route", "") if _log and os.path.exists(_log) else ""
+print("{_MARK}", _r.backend, "|", _r.device, "|", _route)
 '''
 _FIX = ("autograder/README.md (the sandbox) says how to set it up; PTXLAB_SANDBOX=none grades "
         "without the sandbox (trusted notebooks only)")
@@ -42,6 +46,7 @@ class PreflightResult:
     backend: str = ""       # where the probe's launch ran: "gpu" or "cpu"
     device: str = ""
     warning: str = ""       # a reason to look, not to stop (a GPU the launch did not use)
+    route: str = ""         # how the launch was isolated: "service" (warm) or "child ..."
     seconds: float = 0.0
 
     @property
@@ -122,15 +127,23 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
         # A kernel that never started leaves nbclient's exit hook with nothing to clean up.
         atexit.unregister(client._cleanup_kernel)
         shutil.rmtree(work, ignore_errors=True)
+        shutdown_launch_services()     # the workers start their own; none idles in the head
     text = _outputs_text(nb)
     line = next((ln for ln in text.splitlines() if ln.startswith(_MARK)), "")
     if not line:
         return PreflightResult(problem=f"the probe cell printed nothing it should: {text[-500:]!r}",
                                seconds=time.monotonic() - t0)
-    backend, _, device = line[len(_MARK):].strip().partition(" | ")
-    result = PreflightResult(backend=backend, device=device, seconds=time.monotonic() - t0)
+    backend, device, route = (line[len(_MARK):].strip().split(" | ") + ["", ""])[:3]
+    result = PreflightResult(backend=backend, device=device, route=route,
+                             seconds=time.monotonic() - t0)
+    warnings = []
     if backend != "gpu" and settings.gpu and sandbox.gpu_device_nodes():
-        result.warning = ("this machine has an NVIDIA GPU, but learner kernels run on the CPU "
-                          f"model ({device}); verdicts are the same, grading is slower. "
-                          "`ptxlab status` inside the grading environment says why")
+        warnings.append("this machine has an NVIDIA GPU, but learner kernels run on the CPU "
+                        f"model ({device}); verdicts are the same, grading is slower. "
+                        "`ptxlab status` inside the grading environment says why")
+    if wants_service(settings.launch_service, settings.gpu) and route != "service":
+        warnings.append(f"the warm launch service is not in use ({route or 'no launch record'}): "
+                        "every launch starts a process of its own; verdicts are the same, "
+                        "grading is slower")
+    result.warning = "; ".join(warnings)
     return result

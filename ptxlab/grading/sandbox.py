@@ -8,6 +8,8 @@ the gradebook. The sandbox is a bubblewrap (``bwrap``) container started for eac
   installation and the ``ptxlab`` package with its ``kernels/`` -- nothing of the course;
 * one **writable** folder, the submission's working copy (``autograded/<student>/<assignment>``),
   plus a private folder holding only this kernel's connection file and sockets;
+* the socket of the grading worker's warm launch service (:mod:`ptxlab.run.launch_service`),
+  read-only, when one runs;
 * fresh ``/tmp``, ``/proc``, ``/dev`` (with the NVIDIA device nodes, and the CUDA MPS daemon's
   pipe folder when one runs, when ``gpu`` is on), no
   network (the kernel talks to the grader through Unix sockets), its own user namespace in
@@ -53,6 +55,7 @@ class SandboxPolicy:
     extra_readonly: list[Path] = field(default_factory=list)
     gpu: bool = True
     network: bool = False
+    sockets: list[Path] = field(default_factory=list)  # Unix sockets it may connect to
 
 
 def bwrap_binary() -> str:
@@ -243,6 +246,10 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
     if policy.private_dir is not None:
         pd = policy.private_dir.resolve()
         argv += ["--bind", str(pd), str(pd)]
+    for sock in policy.sockets:
+        # Only the socket, read-only: the kernel can connect to it (a socket needs no write
+        # access on its mount) but cannot replace it or put anything beside it.
+        argv += ["--ro-bind", str(sock), str(sock)]
     # The covers are read-only once the writable folders inside them are mounted.
     for h in covers:
         argv += ["--remount-ro", str(h)]

@@ -38,6 +38,7 @@ __all__ = [
     "IsolationError", "IsolatedTimeout", "IsolatedMemoryExceeded", "IsolatedCrash",
     "IsolatedError", "run_isolated", "run_launch_isolated", "default_timeout_s",
     "default_memory_mb", "TIMEOUT_ENV", "MEMORY_ENV", "LAUNCH_LOG_ENV", "read_launch_log",
+    "stopped_error", "reply_value", "Reply", "where_text", "SERVICE_ENV",
 ]
 
 #: Environment variables that set the defaults (the grading kernel's environment sets them).
@@ -54,9 +55,9 @@ FORK_ENV = "PTXLAB_ISOLATE_FORK"
 _DEFAULT_TIMEOUT_S = 30.0
 _DEFAULT_MEMORY_MB = 4096
 #: How often the parent samples the child's resident memory.
-_POLL_S = 0.02
+POLL_S = 0.02
 #: Characters of the child's output quoted in an error message.
-_TAIL_CHARS = 1500
+TAIL_CHARS = 1500
 
 
 class IsolationError(RuntimeError):
@@ -100,7 +101,9 @@ def default_memory_mb() -> int:
 
 
 @dataclass
-class _Reply:
+class Reply:
+    """What the child (or the launch service's executor) sends back."""
+
     ok: bool
     value: Any = None              # the result, or the pickled exception (bytes) when it pickles
     type_name: str = ""
@@ -155,13 +158,13 @@ def _tail(path: Path) -> str:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
-            fh.seek(max(0, size - _TAIL_CHARS))
+            fh.seek(max(0, size - TAIL_CHARS))
             return fh.read().decode("utf-8", "replace").strip()
     except FileNotFoundError:
         return ""
 
 
-def _describe_exit(code: int) -> str:
+def describe_exit(code: int) -> str:
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -209,23 +212,36 @@ def run_isolated(target: str, args: tuple = (), kwargs: dict | None = None, *, t
         note = _read_note(work)
         if notes is not None:
             notes.update(note)
-        where = f" on {note['where']}" if note.get("where") else ""
-        if verdict == "timeout":
-            raise IsolatedTimeout(
-                f"{what} did not finish within {timeout_s:g} s{where} and was stopped "
-                "(a kernel that never finishes, or an endless loop?)", output_tail=output)
-        if verdict == "memory":
-            raise IsolatedMemoryExceeded(
-                f"{what} used more than {memory_mb} MiB of memory{where} and was stopped",
-                output_tail=output)
-        reply_path = work / "reply.pkl"
-        if not reply_path.exists():
-            msg = f"{what}{where} {_describe_exit(proc.returncode)}"
-            if output:
-                msg += f"; its last output:\n{output}"
-            raise IsolatedCrash(msg, output_tail=output)
-        with open(reply_path, "rb") as fh:
-            reply: _Reply = pickle.load(fh)
+        if verdict != "done" or not (work / "reply.pkl").exists():
+            raise stopped_error(verdict if verdict != "done" else "crash", what=what,
+                                timeout_s=timeout_s, memory_mb=memory_mb,
+                                where=note.get("where", ""), output=output,
+                                exit_description=describe_exit(proc.returncode or 0))
+        with open(work / "reply.pkl", "rb") as fh:
+            reply: Reply = pickle.load(fh)
+    return reply_value(reply, what=what, output=output)
+
+
+def stopped_error(verdict: str, *, what: str, timeout_s: float, memory_mb: int, where: str = "",
+                  output: str = "", exit_description: str = "") -> IsolationError:
+    """The error for work that was stopped (``"timeout"``, ``"memory"``) or died (``"crash"``)."""
+    where = f" on {where}" if where else ""
+    if verdict == "timeout":
+        return IsolatedTimeout(
+            f"{what} did not finish within {timeout_s:g} s{where} and was stopped "
+            "(a kernel that never finishes, or an endless loop?)", output_tail=output)
+    if verdict == "memory":
+        return IsolatedMemoryExceeded(
+            f"{what} used more than {memory_mb} MiB of memory{where} and was stopped",
+            output_tail=output)
+    msg = f"{what}{where} {exit_description or 'died without sending a result'}"
+    if output:
+        msg += f"; its last output:\n{output}"
+    return IsolatedCrash(msg, output_tail=output)
+
+
+def reply_value(reply: Reply, *, what: str, output: str = "") -> Any:
+    """The work's result, or its exception raised as itself (else as :class:`IsolatedError`)."""
     if reply.ok:
         return reply.value
     if reply.value is not None:
@@ -274,7 +290,7 @@ def fork_is_safe() -> bool:
     return "libcuda." not in maps and "libcudart" not in maps
 
 
-class _ForkedChild:
+class ForkedChild:
     """The few ``Popen`` methods :func:`_watch` uses, for a child made by ``os.fork``."""
 
     def __init__(self, pid: int):
@@ -324,7 +340,7 @@ class _ForkedChild:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def _fork_child(work: Path, request: tuple, env_changes: dict[str, str]) -> _ForkedChild:
+def _fork_child(work: Path, request: tuple, env_changes: dict[str, str]) -> ForkedChild:
     """A fork of this process that runs the request and leaves; nothing of it returns here."""
     out_fd = os.open(work / "stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     err_fd = os.open(work / "stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -340,7 +356,7 @@ def _fork_child(work: Path, request: tuple, env_changes: dict[str, str]) -> _For
     if pid:
         for fd in (out_fd, err_fd, null_fd):
             os.close(fd)
-        return _ForkedChild(pid)
+        return ForkedChild(pid)
     try:  # the child
         os.setsid()
         os.dup2(null_fd, 0)
@@ -368,7 +384,7 @@ def _fork_child(work: Path, request: tuple, env_changes: dict[str, str]) -> _For
     os._exit(0)
 
 
-def _watch(proc: subprocess.Popen | _ForkedChild, timeout_s: float, memory_mb: int) -> str:
+def _watch(proc: subprocess.Popen | ForkedChild, timeout_s: float, memory_mb: int) -> str:
     """Wait for the child; ``"done"``, or ``"timeout"``/``"memory"`` after killing its group.
 
     No helper thread: the caller may be a kernel whose memory a learner has used up, where a
@@ -383,11 +399,11 @@ def _watch(proc: subprocess.Popen | _ForkedChild, timeout_s: float, memory_mb: i
                 verdict = "timeout"
                 break
             try:
-                proc.wait(timeout=min(_POLL_S, left))
+                proc.wait(timeout=min(POLL_S, left))
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if _over_memory(proc.pid, memory_mb):
+            if over_memory(proc.pid, memory_mb):
                 verdict = "memory"
                 break
     except BaseException:
@@ -407,7 +423,7 @@ def _watch(proc: subprocess.Popen | _ForkedChild, timeout_s: float, memory_mb: i
     return verdict
 
 
-def _over_memory(pid: int, memory_mb: int) -> bool:
+def over_memory(pid: int, memory_mb: int) -> bool:
     """Whether the child and its descendants hold more than ``memory_mb`` MiB of their own.
 
     Resident memory first (cheap); only above the limit is it confirmed with the memory the
@@ -499,15 +515,21 @@ def run_launch_isolated(source: str, kernel: str, grid=(1,), block=(32,), args=(
     """
     kwargs = dict(source=source, kernel=kernel, grid=grid, block=block, args=list(args),
                   shared_mem=shared_mem, backend=backend, **launch_kwargs)
-    if fork_is_safe():
-        _preload_launch_modules()
     notes: dict = {}
     t0 = time.monotonic()
     outcome = "ok"
+    route = "child"
     try:
-        result = run_isolated("ptxlab.run.isolation:_launch_in_child", kwargs=kwargs,
-                              timeout_s=timeout_s, memory_mb=memory_mb,
-                              what=f"kernel '{kernel}'", notes=notes)
+        service = os.environ.get(SERVICE_ENV)
+        result = None
+        if service:
+            result, route = _launch_by_service(service, kwargs, timeout_s, memory_mb, notes)
+        if result is None:
+            if fork_is_safe():
+                _preload_launch_modules()
+            result = run_isolated("ptxlab.run.isolation:_launch_in_child", kwargs=kwargs,
+                                  timeout_s=timeout_s, memory_mb=memory_mb,
+                                  what=f"kernel '{kernel}'", notes=notes)
         notes["backend"] = getattr(result, "backend", notes.get("backend", ""))
         notes["device"] = getattr(result, "device", notes.get("device", ""))
         return result
@@ -517,7 +539,29 @@ def run_launch_isolated(source: str, kernel: str, grid=(1,), block=(32,), args=(
     finally:
         _log_launch({"kernel": kernel, "backend": notes.get("backend", ""),
                      "device": notes.get("device", ""), "reason": notes.get("reason", ""),
-                     "outcome": outcome, "seconds": round(time.monotonic() - t0, 3)})
+                     "outcome": outcome, "seconds": round(time.monotonic() - t0, 3),
+                     "route": route})
+
+
+#: Set (by the grader) to the socket of a warm launch service (:mod:`ptxlab.run.launch_service`).
+SERVICE_ENV = "PTXLAB_LAUNCH_SERVICE"
+
+
+def _launch_by_service(socket_path: str, kwargs: dict, timeout_s: float | None,
+                       memory_mb: int | None, notes: dict):
+    """The launch run by the warm service: ``(result, "service")``; ``(None, "child: why")``
+    when the service failed (a fault of the machine), so the caller isolates it the old way."""
+    from . import launch_service
+
+    try:
+        result = launch_service.launch(
+            socket_path, timeout_s=default_timeout_s() if timeout_s is None else float(timeout_s),
+            memory_mb=default_memory_mb() if memory_mb is None else int(memory_mb),
+            notes=notes, **kwargs)
+    except launch_service.ServiceUnavailable as exc:
+        notes.clear()
+        return None, f"child (launch service unavailable: {exc})"
+    return result, "service"
 
 
 #: Imported once in the parent before forking launch children, so no child imports them again.
@@ -569,7 +613,7 @@ def read_launch_log(path: Path, offset: int = 0) -> tuple[list[dict], int]:
 # Child side
 # ---------------------------------------------------------------------------------------------
 
-def _pickled_exception(exc: BaseException) -> bytes | None:
+def pickled_exception(exc: BaseException) -> bytes | None:
     """The exception as a pickle the parent can rebuild, or ``None`` (then it goes as text)."""
     try:
         data = pickle.dumps(exc)
@@ -595,14 +639,14 @@ def _serve(work: Path, module_name: str, func_name: str, args: tuple, kwargs: di
         resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
     try:
         func = getattr(importlib.import_module(module_name), func_name)
-        reply = _Reply(ok=True, value=func(*args, **kwargs))
+        reply = Reply(ok=True, value=func(*args, **kwargs))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
-        reply = _Reply(ok=False, value=_pickled_exception(exc), type_name=type(exc).__name__,
+        reply = Reply(ok=False, value=pickled_exception(exc), type_name=type(exc).__name__,
                        message=str(exc), remote_traceback=traceback.format_exc())
     try:
         payload = pickle.dumps(reply)
     except Exception:  # the result does not pickle: say so instead
-        reply = _Reply(ok=False, type_name="TypeError",
+        reply = Reply(ok=False, type_name="TypeError",
                        message=f"the result of {module_name}.{func_name} cannot be pickled")
         payload = pickle.dumps(reply)
     tmp = work / "reply.pkl.part"
@@ -612,7 +656,7 @@ def _serve(work: Path, module_name: str, func_name: str, args: tuple, kwargs: di
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
-        # Through the package, so the reply pickles as ptxlab.run.isolation._Reply.
+        # Through the package, so the reply pickles as ptxlab.run.isolation.Reply.
         from . import isolation as _module
         _module._child_main(Path(sys.argv[2]))
         sys.stdout.flush()

@@ -1,0 +1,94 @@
+"""The grading worker's warm launch service: started once, in a sandbox of its own, and shared by
+every notebook kernel the worker starts.
+
+A notebook kernel reaches it through one Unix socket mounted read-only into its sandbox
+(``$PTXLAB_LAUNCH_SERVICE``); the service sees none of the course or the submissions (its only
+writable folder holds the socket), has no network, and dies with the worker. When it cannot
+start, kernels isolate each launch in a child of their own, as before: slower, same verdicts.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+from pathlib import Path
+
+from ..run.launch_service import ServiceProcess, ServiceUnavailable
+from . import sandbox
+
+__all__ = ["service_socket", "shutdown_launch_services", "wants_service"]
+
+_log = logging.getLogger(__name__)
+#: Running services of this process, by the settings they were started with.
+_SERVICES: dict[str, ServiceProcess] = {}
+#: Settings whose service failed to start: not tried again for every kernel.
+_FAILED: dict[str, str] = {}
+
+
+def wants_service(mode: str, gpu: bool) -> bool:
+    """``on``: always; ``off``: never; ``auto``: when the kernel gets a GPU (a CUDA context per
+    launch is what makes per-launch children slow; the CPU model forks in milliseconds)."""
+    mode = mode.strip().lower()
+    if mode not in ("auto", "on", "off"):
+        raise ValueError(f"SandboxedKernelManager.launch_service must be 'auto', 'on' or 'off', "
+                         f"got {mode!r}")
+    if mode == "auto":
+        return gpu and bool(sandbox.gpu_device_nodes())
+    return mode == "on"
+
+
+def service_socket(*, sandbox_mode: str, gpu: bool, hidden: list[Path], env: dict[str, str],
+                   max_timeout_s: float, max_memory_mb: int) -> str | None:
+    """The socket of this worker's service for these settings, starting it if needed; ``None``
+    when it cannot run (the reason is logged once and launches are isolated one by one)."""
+    key = json.dumps([sandbox_mode, gpu, sorted(map(str, hidden)), max_timeout_s, max_memory_mb,
+                      sorted(env.items())])
+    svc = _SERVICES.get(key)
+    if svc is not None and svc.alive():
+        return svc.socket_path
+    if svc is not None:                         # it died: a fresh one
+        _log.warning("the launch service stopped (%s); starting a new one", svc.log_tail()[-300:])
+        svc.stop()
+        del _SERVICES[key]
+    if key in _FAILED:
+        return None
+
+    def wrap(command: list[str], folder: Path, run_env: dict[str, str]) -> list[str]:
+        if sandbox_mode != "bwrap":
+            return command
+        policy = sandbox.SandboxPolicy(workdir=folder, hidden=hidden, gpu=gpu)
+        return sandbox.sandbox_argv(policy, command, env=run_env)
+
+    run_env = dict(env)
+    if sandbox_mode != "bwrap":
+        run_env = {**os.environ, **env}
+    try:
+        svc = ServiceProcess(max_timeout_s=max_timeout_s, max_memory_mb=max_memory_mb,
+                             wrap=wrap, env=run_env)
+    except (OSError, sandbox.SandboxUnavailable) as exc:
+        _FAILED[key] = str(exc)
+        _log.warning("no warm launch service (%s); each launch runs in a child of its own", exc)
+        return None
+    try:
+        state = svc.wait_ready()
+    except ServiceUnavailable as exc:
+        svc.stop()
+        _FAILED[key] = str(exc)
+        _log.warning("%s; each launch runs in a child of its own", exc)
+        return None
+    _log.info("warm launch service ready (pid %s, launches on %s)", state.get("pid"),
+              state.get("executor", {}).get("device") or state.get("executor", {}).get("backend"))
+    _SERVICES[key] = svc
+    return svc.socket_path
+
+
+def shutdown_launch_services() -> None:
+    """Stop every service of this process (at the end of a batch, and at exit)."""
+    while _SERVICES:
+        _, svc = _SERVICES.popitem()
+        svc.stop()
+    _FAILED.clear()
+
+
+atexit.register(shutdown_launch_services)
