@@ -5,8 +5,10 @@
 #                           the tensor core's rounding on fresh inputs (tests/vectors/ rewritten)
 #   reports/cpu_backend/    every kernel of the project on the CPU model vs the GPU, bit for bit
 #   reports/course_gpu/     every course notebook executed top to bottom on the GPU path
-#   reports/grading_gpu/    `ptxlab grade` on a class with faulting kernels, GPU path
-#   + the GPU test suite (pytest -m gpu)
+#   reports/grading_gpu/    `ptxlab grade` on a class with faulting kernels, GPU path, sandbox on
+#                           where bubblewrap starts (PTXLAB_BWRAP names an unpacked one)
+#   reports/gpu_verify/     SUMMARY.md (each step's exit status and time, the device, the date)
+#                           and pytest.log, the GPU test suite (pytest -m gpu)
 #
 #   bash scripts/gpu_verify_all.sh [LOG_DIR]        # on a machine with a CUDA GPU and CuPy
 #
@@ -28,8 +30,20 @@ step() {
   local rc=$?
   tail -n 6 "$LOGS/$name.log"
   echo "=== $name: exit $rc after $((SECONDS - t0)) s"
+  echo "| $name | \`$*\` | $rc | $((SECONDS - t0)) s |" >>"$SUMMARY"
   [[ $rc == 0 ]] || failed+=("$name")
 }
+
+mkdir -p reports/gpu_verify
+SUMMARY=reports/gpu_verify/SUMMARY.md
+{
+  echo "# Every GPU verification, one run"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi'), $(nproc) CPUs. Command: \`bash scripts/gpu_verify_all.sh\`."
+  echo
+  echo "| step | command | exit status | time |"
+  echo "| --- | --- | ---: | ---: |"
+} >"$SUMMARY"
 
 "$PY" -m ptxlab.cli status
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -39,8 +53,10 @@ step rounding  "$PY" scripts/collect_mma_rounding.py --out "$LOGS/rounding" --ca
                      --seed 4242 --report reports/hardware
 step compare   "$PY" scripts/compare_backends.py --rounds 3 --out-dir reports/cpu_backend
 step notebooks "$PY" scripts/course_execute_all.py --out reports/course_gpu
-step grading   "$PY" scripts/gpu_grading_check.py --out reports/grading_gpu
-step pytest    "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/
+step grading   "$PY" scripts/gpu_grading_check.py --out reports/grading_gpu --workers 4
+step pytest    "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider tests/
+cp "$LOGS/pytest.log" reports/gpu_verify/pytest.log
+{ echo; echo "pytest -m gpu: $(grep -E '[0-9]+ (passed|failed)' "$LOGS/pytest.log" | tail -n 1)"; } >>"$SUMMARY"
 
 if ((${#failed[@]})); then
   echo "FAILED steps: ${failed[*]} (logs in $LOGS)"
