@@ -215,7 +215,7 @@ def run(args: argparse.Namespace, base: Path) -> dict:
     facts = check.device_facts()
     kernels_on = "gpu" if facts["gpu_available"] else "cpu"
     mode, why = check.sandbox_mode(args.sandbox)
-    env = {k: v for k, v in fixture_course.grading_env().items() if not k.startswith("PTXLAB_")}
+    env = {k: v for k, v in fixture_course.grading_env().items() if not k.startswith("PTXLAB_") or k == "PTXLAB_BWRAP"}
     env.update({"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
                 "PTXLAB_SANDBOX": mode, "PTXLAB_GRADING_CONFIG": str(fixture_course.GRADING_CONFIG),
                 "PTXLAB_LAUNCH_TIMEOUT_S": str(args.launch_timeout)})

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> dict:
     facts = device_facts()
     kernels_on = "gpu" if facts["gpu_available"] else "cpu"
     mode, why = sandbox_mode(args.sandbox)
-    env = {k: v for k, v in fixture_course.grading_env().items() if not k.startswith("PTXLAB_")}
+    env = {k: v for k, v in fixture_course.grading_env().items() if not k.startswith("PTXLAB_") or k == "PTXLAB_BWRAP"}
     env.update({
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         "PTXLAB_SANDBOX": mode,
