@@ -211,3 +211,27 @@ def test_support_folders_are_mounted_but_not_the_course(tmp_path, monkeypatch):
     paths = set(sandbox.python_readonly_paths(tmp_path / "work", []))
     assert {checkout / n for n in ("pkg", "vendor.libs", "pkg-1.0.dist-info", "ns")} <= paths
     assert not {checkout / "course", checkout / "kernels", checkout} & paths
+
+
+def test_editable_installs_mount_their_packages_not_their_checkout(tmp_path, monkeypatch):
+    """``pip install -e`` maps imports to source folders off ``sys.path`` (a finder loaded by a
+    ``.pth``): the sandbox mounts those package folders, never the checkout holding course/."""
+    checkout = tmp_path / "other-project"
+    (checkout / "src" / "demo").mkdir(parents=True)
+    (checkout / "src" / "demo" / "__init__.py").write_text("")
+    (checkout / "course").mkdir()
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "__editable__.demo-1.0.pth").write_text("import __editable___demo_1_0_finder; "
+                                                     "__editable___demo_1_0_finder.install()\n")
+    (site / "__editable___demo_1_0_finder.py").write_text(
+        "import sys\nfrom typing import Dict\n"
+        f"MAPPING: Dict[str, str] = {{'demo': {str(checkout / 'src' / 'demo')!r}}}\n"
+        "NAMESPACES = {}\n")
+    monkeypatch.syspath_prepend(str(site))
+    paths = set(sandbox.python_readonly_paths(tmp_path / "work", []))
+    assert checkout / "src" / "demo" in paths
+    assert not {checkout, checkout / "course", checkout / "src"} & paths
+    # A mapping into a hidden folder stays hidden.
+    paths = set(sandbox.python_readonly_paths(tmp_path / "work", [checkout / "src" / "demo"]))
+    assert checkout / "src" / "demo" not in paths

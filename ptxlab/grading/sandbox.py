@@ -31,7 +31,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 __all__ = ["SandboxPolicy", "SandboxUnavailable", "bwrap_binary", "sandbox_argv",
-           "python_readonly_paths", "gpu_device_nodes", "mps_pipe_directory", "KERNEL_LIMITS_ENV"]
+           "python_readonly_paths", "editable_targets", "gpu_device_nodes", "mps_pipe_directory", "KERNEL_LIMITS_ENV"]
 
 #: System folders every kernel needs, mounted read-only when they exist.
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -113,6 +113,7 @@ def python_readonly_paths(workdir: Path, hidden: list[Path]) -> list[Path]:
             candidates.append(path)
         else:
             children_of.append(path)
+    candidates += editable_targets([Path(e) for e in sys.path if e and os.path.isdir(e)])
     guarded = [workdir.resolve(), *(h.resolve() for h in hidden)]
     out: list[Path] = []
     for path in candidates:
@@ -123,6 +124,36 @@ def python_readonly_paths(workdir: Path, hidden: list[Path]) -> list[Path]:
     for folder in children_of:
         out.extend(_importable_children(folder, guarded))
     return _dedupe_nested(out)
+
+
+def editable_targets(site_dirs: list[Path]) -> list[Path]:
+    """The package folders that editable installs (``pip install -e``) map their imports to.
+
+    setuptools puts a ``__editable___<name>_finder.py`` in site-packages, loaded by a ``.pth``
+    file, whose ``MAPPING`` names each package's source folder: those folders are not on
+    ``sys.path``, yet the kernel imports from them. Only the package folders are named, never
+    the checkout around them (whose ``course/`` may hold solutions).
+    """
+    import ast
+
+    found: list[Path] = []
+    for site in site_dirs:
+        for finder in sorted(site.glob("__editable___*_finder.py")):
+            try:
+                tree = ast.parse(finder.read_text())
+            except (OSError, SyntaxError, ValueError):
+                continue
+            for node in tree.body:
+                target = node.target if isinstance(node, ast.AnnAssign) else (
+                    node.targets[0] if isinstance(node, ast.Assign) and node.targets else None)
+                if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
+                    try:
+                        mapping = ast.literal_eval(node.value)
+                    except ValueError:
+                        continue
+                    found += [Path(v) for v in mapping.values()
+                              if isinstance(v, str) and os.path.exists(v)]
+    return found
 
 
 #: Folders a wheel installs beside its packages that imports need: vendored shared libraries
