@@ -97,13 +97,15 @@ def _located_log(module, exc: PtxSyntaxError) -> str:
 
 
 def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem: int = 0,
-               options: Sequence[str] = ()) -> list:
+               options: Sequence[str] = (), racecheck: str | None = None) -> list:
     """Launch ``kernel`` once on the CPU model and return every argument afterwards.
 
     Arrays come back as new arrays holding what the kernel left in them; scalars unchanged.
+    Shared-memory races between warps raise ``SharedMemoryRace`` (``racecheck='warn'``: a
+    warning; ``'off'``: not watched; default ``$PTXLAB_RACECHECK`` or ``'error'``).
     """
     prog = program_for(source, kernel, options)
-    run = Launch(prog, grid, block, list(args), shared_mem=int(shared_mem))
+    run = Launch(prog, grid, block, list(args), shared_mem=int(shared_mem), racecheck=racecheck)
     outputs = run.run()
     return [out if out is not None else arg for out, arg in zip(outputs, args)]
 

@@ -22,6 +22,7 @@ import numpy as np
 from . import memory
 from .errors import (Deadlock, DivergenceFault, KernelFault, LaunchError, MemoryFault,
                      UnsupportedInstruction, Where)
+from .racecheck import RaceTracker, racecheck_mode
 from .memory import LaneFault
 from .program import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, K_TRAP, FunctionCode,
                       Program)
@@ -407,6 +408,8 @@ class BlockRun:
         self.shared_size = launch.shared_size
         self.shared = np.zeros(max(16, (launch.shared_size + 15) // 16 * 16), dtype=np.uint8)
         self.barriers: dict[int, BarrierState] = {}
+        self.race = (RaceTracker(launch.shared_size, launch.program, index)
+                     if launch.racecheck != "off" and launch.shared_size else None)
         self.thread_exists = launch.thread_exists
         special_block = launch.block_specials(index)
         self.warps = []
@@ -414,6 +417,7 @@ class BlockRun:
             special = dict(launch.warp_specials[wi])
             special.update(special_block)
             w = Warp(wi, self, launch.thread_exists[wi], special)
+            w.spaces.race, w.spaces.warp = self.race, wi
             w.flows.append(Flow(launch.program.entry, w.live, {}, True))
             self.warps.append(w)
 
@@ -438,6 +442,8 @@ class BlockRun:
                         w.state = "done"
             alive = [w for w in warps if w.state != "done"]
             if not alive:
+                if self.race is not None:
+                    self.race.finish(self.launch.racecheck)
                 return
             released = False
             for bar_id, st in list(self.barriers.items()):
@@ -451,6 +457,8 @@ class BlockRun:
                 self._deadlock(alive)
 
     def _release(self, bar_id: int, st: BarrierState) -> None:
+        if self.race is not None:
+            self.race.barrier()
         for w in st.waiting:
             w.state = "run"
             w.bar_id = None
@@ -493,8 +501,10 @@ class Launch:
     """Everything shared by the blocks of one kernel launch."""
 
     def __init__(self, program: Program, grid, block, args, shared_mem: int = 0,
-                 branch_budget: int = DEFAULT_BRANCH_BUDGET, printf=None):
+                 branch_budget: int = DEFAULT_BRANCH_BUDGET, printf=None,
+                 racecheck: str | None = None):
         self.program = program
+        self.racecheck = racecheck_mode(racecheck)
         self.grid = _dims(grid, "grid")
         self.block = _dims(block, "block")
         threads = self.block[0] * self.block[1] * self.block[2]

@@ -142,7 +142,8 @@ def _scatter(data: np.ndarray, off: np.ndarray, values: np.ndarray) -> None:
 class Spaces:
     """Everything a warp's loads and stores reach: global, its block's shared, its local."""
 
-    __slots__ = ("glob", "shared", "shared_size", "local", "params", "param_size")
+    __slots__ = ("glob", "shared", "shared_size", "local", "params", "param_size", "race",
+                 "warp")
 
     def __init__(self, glob: GlobalMemory, shared: np.ndarray, shared_size: int,
                  local: np.ndarray | None, params: np.ndarray):
@@ -152,6 +153,8 @@ class Spaces:
         self.local = local
         self.params = params
         self.param_size = params.size
+        self.race = None          # the block's RaceTracker, when races are watched
+        self.warp = 0             # this warp's index in its block
 
     # ---- address classification ---------------------------------------------------------
 
@@ -233,6 +236,8 @@ class Spaces:
 
     def _load_shared(self, addrs, lanes, dtype, count, total, what):
         off = self._shared_offsets(addrs, lanes, total, what)
+        if self.race is not None and getattr(what, "ins", None) is not None:
+            self.race.read(self.warp, lanes, off, total, what)
         return _gather(self.shared, off, dtype, count)
 
     def _local_offsets(self, addrs, lanes, total, what):
@@ -291,6 +296,8 @@ class Spaces:
             return
         if space == "shared":
             off = self._shared_offsets(addrs, lanes, total, what)
+            if self.race is not None and getattr(what, "ins", None) is not None:
+                self.race.write(self.warp, lanes, off, total, what)
             _scatter(self.shared, off, values)
             return
         if space == "local":

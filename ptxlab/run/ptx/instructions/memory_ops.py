@@ -10,6 +10,7 @@ import numpy as np
 from .. import floats
 from ..parser import Imm, Reg, Vec
 from ..program import Unsupported, types_of
+from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
 from . import handles
 
@@ -85,7 +86,7 @@ def ld(ins, cx):
     t, n, vd, dsts, sp, get_addr, param = _access(ins, cx, value_at=0, addr_at=1,
                                                   values="destination register(s)")
     sets = [cx.dst(d, t) for d in dsts]
-    what = ins.full_opcode
+    what = Site(ins)           # the opcode, carrying its line for racecheck
     if param is not None:
         name, off, size = param
 
@@ -128,7 +129,7 @@ def st(ins, cx):
     t, n, vd, srcs, sp, get_addr, param = _access(ins, cx, value_at=1, addr_at=0,
                                                   values="source value(s)")
     gets = [cx.src(x, t) for x in srcs]
-    what = ins.full_opcode
+    what = Site(ins)           # the opcode, carrying its line for racecheck
     if param is not None:
         name, off, size = param
 
@@ -311,7 +312,7 @@ def cp(ins, cx):
             src_size = cx.src(extra, "u32")
     _, gdst = cx.address(dst_addr, "shared")
     _, gsrc = cx.address(src_addr, "global")
-    what = ins.full_opcode
+    what = Site(ins)           # the opcode, carrying its line for racecheck
 
     def issue(w, m):
         lanes = _lanes(m)

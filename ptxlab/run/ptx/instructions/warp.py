@@ -15,6 +15,7 @@ from ..interpreter import lanes_of, mask_bits
 from ..memory import SHARED_WINDOW, WINDOW_SIZE, LaneFault
 from ..parser import Pair, Reg, Vec
 from ..program import K_COLL, K_OP, CodeEntry, Unsupported
+from ..racecheck import Site
 from ..values import WARP
 from . import handles
 
@@ -46,6 +47,10 @@ def _matrix_form(ins, what: str) -> tuple[int, bool, str]:
         if m.split("::")[0] == "shared":
             space = "shared"
     return num, "trans" in mods, space
+
+
+#: The lanes that give row addresses, in order (lane i gives row i).
+_ROW_LANES = np.arange(32)
 
 
 def _shared_offsets(get_addr, space: str, what: str):
@@ -80,8 +85,13 @@ def ldmatrix(ins, cx):
     num, trans, dsts, offsets = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
     sets = [cx.dst(d, "b32") for d in dsts]
 
+    site = Site(ins)
+
     def fn(w, m):
-        regs = emulator.ldmatrix(w.spaces.shared_bytes(), offsets(w), num=num, trans=trans)
+        rows = offsets(w)
+        regs = emulator.ldmatrix(w.spaces.shared_bytes(), rows, num=num, trans=trans)
+        if w.spaces.race is not None:      # lanes 0 .. 8*num-1 give the 16-byte rows
+            w.spaces.race.read(w.index, _ROW_LANES[:8 * num], rows[:8 * num], 16, site)
         for i, s in enumerate(sets):
             s(w, regs[:, i].copy(), m)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
@@ -92,9 +102,14 @@ def stmatrix(ins, cx):
     num, trans, srcs, offsets = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
     gets = [cx.src(s, "b32") for s in srcs]
 
+    site = Site(ins)
+
     def fn(w, m):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
-        emulator.stmatrix(w.spaces.shared_bytes(), offsets(w), regs, num=num, trans=trans)
+        rows = offsets(w)
+        emulator.stmatrix(w.spaces.shared_bytes(), rows, regs, num=num, trans=trans)
+        if w.spaces.race is not None:      # after the emulator checked every row address
+            w.spaces.race.write(w.index, _ROW_LANES[:8 * num], rows[:8 * num], 16, site)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
 
 

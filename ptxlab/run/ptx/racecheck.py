@@ -1,0 +1,245 @@
+"""Shared-memory race detection for the CPU model, in the spirit of compute-sanitizer's racecheck.
+
+The CPU model runs the warps of a block one after another until each waits at a barrier, so a
+kernel that reads what another warp writes without a barrier between them gets one fixed
+answer here and another on a GPU, where the warps run at once. This module watches every
+shared-memory byte: which warp last wrote it and which warps read it since the last barrier.
+Two accesses to one byte by different warps, at least one a write, with no ``bar.sync``
+(``__syncthreads``) between them, is a race; it is reported with both warps, lanes, the
+address, and the PTX and CUDA lines of both accesses. Accesses of one warp are ordered by the
+warp's own program order (``__syncwarp`` included) and are never a race. Atomics are not
+watched.
+
+A read of a byte no thread of the block wrote is reported as a warning: it reads whatever the
+GPU's shared memory held before.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import KernelFault, Where
+
+__all__ = ["RACECHECK_ENV", "racecheck_mode", "SharedMemoryRace", "RaceWarning",
+           "UninitializedSharedRead", "RaceTracker", "Access", "Site"]
+
+#: ``error`` (default): a launch with a race raises :class:`SharedMemoryRace`; ``warn``: a
+#: :class:`RaceWarning` instead; ``off``: no watching (and no cost).
+RACECHECK_ENV = "PTXLAB_RACECHECK"
+_MODES = ("error", "warn", "off")
+
+
+def racecheck_mode(mode: str | None = None) -> str:
+    """The mode asked for, else ``$PTXLAB_RACECHECK``, else ``error``."""
+    mode = (mode or os.environ.get(RACECHECK_ENV) or "error").strip().lower()
+    if mode not in _MODES:
+        raise ValueError(f"racecheck must be one of {_MODES}, got {mode!r}")
+    return mode
+
+
+class Site(str):
+    """The ``what`` of a memory access (its opcode, as messages print it) that also carries the
+    instruction, so a race can name its PTX and CUDA lines."""
+
+    ins: object
+
+    def __new__(cls, ins):
+        s = super().__new__(cls, ins.full_opcode)
+        s.ins = ins
+        return s
+
+
+class SharedMemoryRace(KernelFault):
+    """Two warps touched one shared-memory byte with no barrier between them."""
+
+
+class RaceWarning(UserWarning):
+    """A race found with ``racecheck='warn'``."""
+
+
+class UninitializedSharedRead(UserWarning):
+    """A read of shared memory that no thread of the block wrote."""
+
+
+@dataclass
+class Access:
+    """One side of a race: who touched the byte, and where in the code."""
+
+    kind: str            # "read" or "write"
+    warp: int
+    lane: int
+    ptx_line: int | None
+    ptx_text: str
+    source: str          # "kernel.cu:12" (from .loc), empty without line info
+    source_text: str
+
+    def describe(self) -> str:
+        where = f"PTX line {self.ptx_line}" if self.ptx_line else "PTX"
+        text = f" `{self.ptx_text.strip()}`" if self.ptx_text else ""
+        src = ""
+        if self.source:
+            src = f", {self.source}" + (f" `{self.source_text.strip()}`" if self.source_text else "")
+        return f"a {self.kind} by warp {self.warp} lane {self.lane} ({where}{text}{src})"
+
+
+@dataclass
+class Race:
+    block: tuple
+    address: int
+    first: Access
+    second: Access
+
+    @property
+    def hazard(self) -> str:
+        return {("write", "read"): "read-after-write", ("read", "write"): "write-after-read",
+                ("write", "write"): "write-after-write"}[(self.first.kind, self.second.kind)]
+
+    def describe(self) -> str:
+        return (f"{self.hazard} race on shared address {self.address} (0x{self.address:x}) in "
+                f"block {self.block}: {self.first.describe()}, then {self.second.describe()}, "
+                "with no __syncthreads() (bar.sync) between them")
+
+
+class RaceTracker:
+    """Every shared-memory byte of one block: its last writer, its readers since the barrier."""
+
+    def __init__(self, size: int, program, block: tuple):
+        self.program = program
+        self.block = block
+        self.generation = 0                   # barriers the block has passed
+        n = max(1, size)
+        self.w_warp = np.full(n, -1, np.int32)
+        self.w_gen = np.full(n, -1, np.int64)
+        self.w_lane = np.zeros(n, np.int16)
+        self.w_site = np.zeros(n, np.int32)
+        self.r_gen = np.full(n, -1, np.int64)
+        self.r_warps = np.zeros(n, np.uint64)  # bit per warp that read it in r_gen
+        self.r_warp = np.zeros(n, np.int32)    # one of them, for the message
+        self.r_lane = np.zeros(n, np.int16)
+        self.r_site = np.zeros(n, np.int32)
+        self.sites: list = []
+        self._site_ids: dict[int, int] = {}
+        self.races: list[Race] = []
+        self._seen: set = set()
+        self.uninitialized: list[tuple[Access, int]] = []
+        self._uninit_seen: set = set()
+
+    def barrier(self) -> None:
+        """A barrier of the block opened: what came before is ordered before what follows."""
+        self.generation += 1
+
+    def _site(self, what) -> int:
+        ins = getattr(what, "ins", None)
+        key = id(ins)
+        sid = self._site_ids.get(key)
+        if sid is None:
+            sid = self._site_ids[key] = len(self.sites)
+            self.sites.append(ins)
+        return sid
+
+    def _access(self, kind: str, warp: int, lane: int, sid: int) -> Access:
+        ins = self.sites[sid]
+        src, text = ("", "")
+        if ins is not None:
+            try:
+                src, text = self.program.source_location(ins)
+            except Exception:  # no line table: the PTX line is enough
+                pass
+        return Access(kind, int(warp), int(lane), getattr(ins, "line", None),
+                      getattr(ins, "text", "") or "", src, text)
+
+    @staticmethod
+    def _bytes(lanes: np.ndarray, off: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+        idx = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
+        who = np.repeat(np.asarray(lanes), nbytes)
+        return idx, who
+
+    def _report(self, first: Access, second: Access, index: int) -> None:
+        key = (first.kind, first.ptx_line, second.kind, second.ptx_line)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.races.append(Race(self.block, int(index), first, second))
+
+    def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
+        idx, who = self._bytes(lanes, off, nbytes)
+        gen = self.generation
+        sid = self._site(what)
+        ww = self.w_warp[idx]
+        clash = (ww >= 0) & (ww != warp) & (self.w_gen[idx] == gen)
+        if clash.any():
+            i = int(np.argmax(clash))
+            b = idx[i]
+            self._report(self._access("write", ww[i], self.w_lane[b], self.w_site[b]),
+                         self._access("read", warp, who[i], sid), b)
+        never = ww < 0
+        if never.any():
+            i = int(np.argmax(never))
+            if sid not in self._uninit_seen:
+                self._uninit_seen.add(sid)
+                self.uninitialized.append((self._access("read", warp, who[i], sid), int(idx[i])))
+        stale = self.r_gen[idx] != gen
+        if stale.any():
+            s = idx[stale]
+            self.r_gen[s] = gen
+            self.r_warps[s] = 0
+        self.r_warps[idx] |= np.uint64(1 << warp)
+        self.r_warp[idx] = warp
+        self.r_lane[idx] = who
+        self.r_site[idx] = sid
+
+    def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
+        idx, who = self._bytes(lanes, off, nbytes)
+        gen = self.generation
+        sid = self._site(what)
+        ww = self.w_warp[idx]
+        clash = (ww >= 0) & (ww != warp) & (self.w_gen[idx] == gen)
+        if clash.any():
+            i = int(np.argmax(clash))
+            b = idx[i]
+            self._report(self._access("write", ww[i], self.w_lane[b], self.w_site[b]),
+                         self._access("write", warp, who[i], sid), b)
+        me = np.uint64(1 << warp)
+        others = (self.r_gen[idx] == gen) & ((self.r_warps[idx] & ~me) != 0)
+        if others.any():
+            i = int(np.argmax(others))
+            b = idx[i]
+            reader = int(self.r_warp[b])
+            if reader == warp:     # the last reader was this warp: name another one
+                mask = int(self.r_warps[b]) & ~(1 << warp)
+                reader = (mask & -mask).bit_length() - 1
+                first = self._access("read", reader, -1, int(self.r_site[b]))
+            else:
+                first = self._access("read", reader, self.r_lane[b], self.r_site[b])
+            self._report(first, self._access("write", warp, who[i], sid), b)
+        self.w_warp[idx] = warp
+        self.w_gen[idx] = gen
+        self.w_lane[idx] = who
+        self.w_site[idx] = sid
+
+    def finish(self, mode: str) -> None:
+        """Raise (``error``) or warn about what was found, once the block has run."""
+        for access, index in self.uninitialized:
+            warnings.warn(UninitializedSharedRead(
+                f"{access.describe()} reads shared address {index} (0x{index:x}) of block "
+                f"{self.block}, which no thread of the block wrote: on a GPU it holds whatever "
+                "was there before"), stacklevel=2)
+        if not self.races:
+            return
+        text = "; ".join(r.describe() for r in self.races[:3])
+        more = f" (and {len(self.races) - 3} more)" if len(self.races) > 3 else ""
+        message = (f"race in shared memory: {text}{more}. The CPU model runs warps one at a "
+                   "time, a GPU runs them at once: put __syncthreads() between the writes of "
+                   "one warp and the reads of another")
+        if mode == "warn":
+            warnings.warn(RaceWarning(message), stacklevel=2)
+            return
+        first = self.races[0]
+        where = Where(block=self.block, warp=first.second.warp,
+                      lanes=(first.second.lane,) if first.second.lane >= 0 else (),
+                      ptx_line=first.second.ptx_line, ptx_text=first.second.ptx_text,
+                      source=first.second.source, source_text=first.second.source_text)
+        raise SharedMemoryRace(message, where)
