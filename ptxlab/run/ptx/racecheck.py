@@ -164,17 +164,23 @@ class RaceTracker:
         self._seen.add(key)
         self.races.append(Race(self.block, int(index), first, second))
 
-    def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
-        idx, who = self._bytes(lanes, off, nbytes)
-        gen = self.generation
-        sid = self._site(what)
+    def _after_other_writer(self, kind: str, warp: int, idx, who, sid: int) -> np.ndarray:
+        """Report a ``kind`` access of bytes another warp wrote since the last barrier; return
+        the bytes' last writers (-1: never written)."""
         ww = self.w_warp[idx]
-        clash = (ww >= 0) & (ww != warp) & (self.w_gen[idx] == gen)
+        clash = (ww >= 0) & (ww != warp) & (self.w_gen[idx] == self.generation)
         if clash.any():
             i = int(np.argmax(clash))
             b = idx[i]
             self._report(self._access("write", ww[i], self.w_lane[b], self.w_site[b]),
-                         self._access("read", warp, who[i], sid), b)
+                         self._access(kind, warp, who[i], sid), b)
+        return ww
+
+    def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
+        idx, who = self._bytes(lanes, off, nbytes)
+        gen = self.generation
+        sid = self._site(what)
+        ww = self._after_other_writer("read", warp, idx, who, sid)
         never = ww < 0
         if never.any():
             i = int(np.argmax(never))
@@ -195,13 +201,7 @@ class RaceTracker:
         idx, who = self._bytes(lanes, off, nbytes)
         gen = self.generation
         sid = self._site(what)
-        ww = self.w_warp[idx]
-        clash = (ww >= 0) & (ww != warp) & (self.w_gen[idx] == gen)
-        if clash.any():
-            i = int(np.argmax(clash))
-            b = idx[i]
-            self._report(self._access("write", ww[i], self.w_lane[b], self.w_site[b]),
-                         self._access("write", warp, who[i], sid), b)
+        self._after_other_writer("write", warp, idx, who, sid)
         me = np.uint64(1 << warp)
         others = (self.r_gen[idx] == gen) & ((self.r_warps[idx] & ~me) != 0)
         if others.any():
