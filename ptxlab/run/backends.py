@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -68,6 +68,10 @@ class KernelFault(BackendError):
     """The kernel started but faulted (illegal address, misaligned access, trap, timeout)."""
 
 
+class KernelDiagnostic(UserWarning):
+    """Something the CPU model noticed about a kernel that ran (see ``LaunchResult.diagnostics``)."""
+
+
 def first_compile_error(log: str) -> tuple[str | None, int | None, str]:
     """``(file, line, message)`` of the first error in an NVRTC/nvcc/ptxas log.
 
@@ -102,6 +106,9 @@ class LaunchResult:
     backend: str            # "gpu" or "cpu"
     device: str             # e.g. "NVIDIA H100 80GB HBM3 (sm_90)" or CPU_DEVICE
     reason: str = ""        # why this backend ran (for "auto")
+    #: What the CPU model noticed that the hardware hides (a read of shared memory nobody
+    #: wrote, a generic pointer used as a shared address, a race in 'warn' mode), in words.
+    diagnostics: list = field(default_factory=list)
 
 
 @dataclass
@@ -253,8 +260,10 @@ def launch(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = ()
         return LaunchResult(outputs, "gpu", gpu.status().device_label, reason)
     cpu = _cpu_module()
     try:
-        outputs = cpu.run_kernel(source, kernel, grid_t, block_t, checked,
-                                 shared_mem=int(shared_mem), options=tuple(options))
+        with warnings.catch_warnings(record=True) as noticed:
+            warnings.simplefilter("always")
+            outputs = cpu.run_kernel(source, kernel, grid_t, block_t, checked,
+                                     shared_mem=int(shared_mem), options=tuple(options))
     except BackendError:
         raise
     except Exception as exc:
@@ -262,7 +271,17 @@ def launch(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = ()
         if mapped is None:
             raise
         raise mapped from exc
-    return LaunchResult(list(outputs), "cpu", CPU_DEVICE, reason)
+    diagnostics = []
+    for w in noticed:
+        if w.category.__module__.startswith("ptxlab."):
+            diagnostics.append(str(w.message))
+        else:   # not the model's own: passed on as it came
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for text in dict.fromkeys(diagnostics):
+        warnings.warn(text, KernelDiagnostic, stacklevel=2)
+    return LaunchResult(list(outputs), "cpu", CPU_DEVICE, reason,
+                        diagnostics=list(dict.fromkeys(diagnostics)))
+
 
 
 #: Where-it-happened attributes carried over from the CPU model's own fault class.

@@ -14,6 +14,7 @@ raises a :class:`LaneFault` that names the lane; the interpreter adds block, war
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,10 @@ WINDOW_SIZE = 1 << 32
 
 #: ``.shared`` address of the first byte of a block's shared memory.
 SHARED_START = 0
+
+
+class GenericAddressAsShared(UserWarning):
+    """A generic pointer given where a shared-space address belongs (see ``Spaces.shared32``)."""
 
 
 class LaneFault(Exception):
@@ -196,7 +201,8 @@ class Spaces:
         if space == "global" or space == "const":
             return self._load_global(addrs, lanes, dtype, count, total, what)
         if space == "shared":
-            return self._load_shared(addrs, lanes, dtype, count, total, what)
+            return self._load_shared(self.shared32(addrs, lanes, what), lanes, dtype, count,
+                                     total, what)
         if space == "local":
             return self._load_local(addrs, lanes, dtype, count, total, what)
         if space == "param":
@@ -221,6 +227,28 @@ class Spaces:
             b = self.glob.buffers[int(kb)]
             out[sel] = _gather(b.data, addrs[sel] - np.uint64(b.base), dtype, count)
         return out
+
+    def shared32(self, addrs: np.ndarray, lanes: np.ndarray, what) -> np.ndarray:
+        """A ``.shared`` instruction's addresses as sm_90 uses them: the low 32 bits.
+
+        Handed a 64-bit generic pointer instead of a shared address, ptxas keeps the register's
+        low 32 bits; the generic window of shared memory has zero low bits, so on sm_90 that is
+        the right shared address. It is still a mistake (on sm_80 the same code may fault), so
+        it is reported as a :class:`GenericAddressAsShared` warning.
+        """
+        high = addrs >> np.uint64(32)
+        if not high.any():
+            return addrs
+        i = int(np.argmax(high != 0))
+        ins = getattr(what, "ins", None)
+        line = f" (PTX line {ins.line})" if getattr(ins, "line", None) else ""
+        warnings.warn(GenericAddressAsShared(
+            f"{what}{line}: lane {int(lanes[i])} gave the generic address 0x{int(addrs[i]):x} "
+            "to a .shared instruction. It works on sm_90 only because the instruction keeps the "
+            "low 32 bits and the generic window of shared memory has zero low bits; on sm_80 it "
+            "may fault. Convert the pointer with __cvta_generic_to_shared() (cvta.to.shared)"),
+            stacklevel=3)
+        return addrs & np.uint64(0xFFFF_FFFF)
 
     def _shared_offsets(self, addrs, lanes, total, what):
         off = addrs.astype(np.int64) - SHARED_START
@@ -295,7 +323,7 @@ class Spaces:
                     _scatter(b.data, addrs[sel] - np.uint64(b.base), values[sel])
             return
         if space == "shared":
-            off = self._shared_offsets(addrs, lanes, total, what)
+            off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
             if self.race is not None and getattr(what, "ins", None) is not None:
                 self.race.write(self.warp, lanes, off, total, what)
             _scatter(self.shared, off, values)

@@ -46,6 +46,13 @@ FAULT_ADVICE = ("a fault usually means an address outside shared memory or not 1
                 "check your row addresses")
 
 
+#: What a race means: the warps that write shared memory and the warps that read it are not
+#: separated by a barrier. A GPU may give the right answer anyway, by timing; that is luck.
+RACE_ADVICE = ("one warp reads (or overwrites) shared memory another warp writes, with no "
+               "__syncthreads() between them: on a GPU the answer depends on which warp runs "
+               "first. Put __syncthreads() after the writes and before the reads")
+
+
 def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str = "auto",
                      fault_advice: str = FAULT_ADVICE):
     """Compile and launch ``run`` once (on copies of its arrays).
@@ -67,6 +74,9 @@ def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
                            advice=["compiler says:\n      " + _first_lines(log)])
     except backends.KernelFault as exc:
+        if str(exc).startswith("race in shared memory"):
+            return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
+                               status="error", advice=[RACE_ADVICE])
         return CheckResult(name, False, 0.0, f"the kernel faulted ({run.label}): {exc}",
                            status="error", advice=[fault_advice])
     except Exception as exc:
@@ -91,6 +101,7 @@ def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
                                          backend=getattr(res, "device", ""))
     result.details["backend"] = getattr(res, "backend", "")
     result.details["device"] = getattr(res, "device", "")
+    result.advice += [f"the CPU model noticed: {d}" for d in getattr(res, "diagnostics", [])]
     if not result.passed:
         result.message += f" ({run.label})"
     return result

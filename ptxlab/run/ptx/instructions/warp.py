@@ -53,10 +53,12 @@ def _matrix_form(ins, what: str) -> tuple[int, bool, str]:
 _ROW_LANES = np.arange(32)
 
 
-def _shared_offsets(get_addr, space: str, what: str):
+def _shared_offsets(get_addr, space: str, what):
     """A getter of the 32 lanes' byte offsets into the block's shared memory."""
     def offsets(w) -> np.ndarray:
         a = get_addr(w).astype(np.uint64)
+        if space == "shared":
+            a = w.spaces.shared32(a, _ROW_LANES, what)
         if space == "generic":
             inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
             if not inside.all():
@@ -77,7 +79,7 @@ def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
     if len(regs) != num:
         raise cx.error(f"{what} .x{num} needs {num} register(s) in braces, got {len(regs)}")
     _, get_addr = cx.address(ins.operands[addr_at], space if space == "shared" else "generic")
-    return num, trans, regs, _shared_offsets(get_addr, space, what)
+    return num, trans, regs, _shared_offsets(get_addr, space, Site(ins))
 
 
 @handles("ldmatrix")

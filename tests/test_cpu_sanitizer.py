@@ -1,6 +1,9 @@
-"""The CPU model's shared-memory race detector: planted races are reported with both warps,
-lanes, the address and the PTX and CUDA lines; their synced twins, one warp's own accesses,
-atomics and every kernel of the project are not."""
+"""The CPU model as a sanitizer.
+
+Races: planted ones are reported with both warps, lanes, the address and the PTX and CUDA lines;
+their synced twins, one warp's own accesses, atomics and every kernel of the project are not.
+Address spaces: a generic pointer handed to a ``.shared`` instruction behaves as on sm_90 (the low
+32 bits) and the learner is told why it is still wrong."""
 from __future__ import annotations
 
 import sys
@@ -172,3 +175,68 @@ def test_no_kernel_of_the_project_is_reported():
             cpu.run_kernel(case.source, case.kernel, case.grid, case.block,
                            [a.copy() if isinstance(a, np.ndarray) else a for a in case.args],
                            shared_mem=case.shared_mem, options=case.options, racecheck="warn")
+
+
+GENERIC_AS_SHARED = r'''
+extern "C" __global__ void load_generic(unsigned* out) {
+    __shared__ __align__(16) unsigned short tile[256];
+    int t = threadIdx.x;
+    for (int i = t; i < 256; i += 32) tile[i] = (unsigned short)(3 * i + 1);
+    __syncwarp();
+    unsigned r0, r1, r2, r3;
+    ADDRESS
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : OPERAND);
+    out[t * 4 + 0] = r0; out[t * 4 + 1] = r1; out[t * 4 + 2] = r2; out[t * 4 + 3] = r3;
+}'''
+#: The three ways a learner hands ldmatrix its row address: converted (right), the 64-bit generic
+#: pointer itself, and that pointer cut to 32 bits by hand.
+ADDRESSING = {
+    "cvta": ("unsigned a = (unsigned)__cvta_generic_to_shared(&tile[t * 8]);", '"r"(a)'),
+    "generic64": ("unsigned long long a = (unsigned long long)&tile[t * 8];", '"l"(a)'),
+    "generic32": ("unsigned a = (unsigned)(unsigned long long)&tile[t * 8];", '"r"(a)'),
+}
+
+
+def generic_source(form: str) -> str:
+    decl, operand = ADDRESSING[form]
+    return GENERIC_AS_SHARED.replace("ADDRESS", decl).replace("OPERAND", operand)
+
+
+def test_a_generic_pointer_as_shared_address_works_as_on_sm90_and_is_diagnosed():
+    from ptxlab.run import backends
+
+    right = backends.launch(generic_source("cvta"), "load_generic", args=[np.zeros(128, np.uint32)],
+                            backend="cpu", isolate=False)
+    assert right.diagnostics == []
+    with pytest.warns(backends.KernelDiagnostic, match="generic address 0x7f"):
+        wrong = backends.launch(generic_source("generic64"), "load_generic",
+                                args=[np.zeros(128, np.uint32)], backend="cpu", isolate=False)
+    assert np.array_equal(wrong.outputs[0], right.outputs[0])
+    (note,) = wrong.diagnostics
+    assert "__cvta_generic_to_shared" in note and "sm_80" in note and "PTX line" in note
+    # Cut to 32 bits by hand: the same shared address on sm_90, nothing to see for the model.
+    cut = backends.launch(generic_source("generic32"), "load_generic",
+                          args=[np.zeros(128, np.uint32)], backend="cpu", isolate=False)
+    assert np.array_equal(cut.outputs[0], right.outputs[0])
+
+
+def test_a_kernel_check_names_the_race_and_what_the_model_noticed():
+    from ptxlab.teach.exercises.kernel_exercise import RACE_ADVICE, KernelRun, run_kernel_case
+
+    expected = cpu.run_kernel(FILL_THEN_LOAD.replace("SYNC", "__syncthreads();"), "fill_then_load",
+                              (1,), (128,), [np.zeros(128, np.uint32)])[0].reshape(32, 4)
+    run = KernelRun("tile", [np.zeros(128, np.uint32)], 0, expected, block=(128,))
+    racy = run_kernel_case(FILL_THEN_LOAD.replace("SYNC", ""), "fill_then_load", run, "load",
+                           backend="cpu")
+    assert not racy.passed and "has a race" in racy.message and racy.advice == [RACE_ADVICE]
+    synced = run_kernel_case(FILL_THEN_LOAD.replace("SYNC", "__syncthreads();"), "fill_then_load",
+                             run, "load", backend="cpu")
+    assert synced.passed and not synced.advice
+    expected = cpu.run_kernel(generic_source("cvta"), "load_generic", (1,), (32,),
+                              [np.zeros(128, np.uint32)])[0].reshape(32, 4)
+    run = KernelRun("tile", [np.zeros(128, np.uint32)], 0, expected)
+    with pytest.warns(Warning):
+        generic = run_kernel_case(generic_source("generic64"), "load_generic", run, "load",
+                                  backend="cpu")
+    assert generic.passed and any("__cvta_generic_to_shared" in a for a in generic.advice)
