@@ -14,63 +14,16 @@ import numpy as np
 import pytest
 
 from ptxlab.run import cpu
-from ptxlab.run.ptx.racecheck import (RACECHECK_ENV, RaceWarning, SharedMemoryRace,
-                                      UninitializedSharedRead)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "sanitizer"))
+from kernels import (BOTH_WRITE, FILL_THEN_LOAD, PRODUCER_CONSUMER,  # noqa: E402
+                     STORE_THEN_READ, generic_source)
+
+from ptxlab.run.ptx.racecheck import (RACECHECK_ENV, RaceWarning,  # noqa: E402
+                                      SharedMemoryRace, UninitializedSharedRead)
 
 ok, why = cpu.available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
-
-#: Four warps fill a 16x16 half tile, then warp 0 loads it with ldmatrix.x4 (the course's trap).
-FILL_THEN_LOAD = r'''
-extern "C" __global__ void fill_then_load(unsigned* out) {
-    __shared__ __align__(16) unsigned short tile[256];
-    int t = threadIdx.x;
-    for (int i = t; i < 256; i += blockDim.x) tile[i] = (unsigned short)i;
-    SYNC
-    if (t < 32) {
-        unsigned r0, r1, r2, r3;
-        unsigned addr = (unsigned)__cvta_generic_to_shared(&tile[t * 8]);
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-        out[t * 4 + 0] = r0; out[t * 4 + 1] = r1; out[t * 4 + 2] = r2; out[t * 4 + 3] = r3;
-    }
-}'''
-
-#: Warp 0 writes, warp 1 reads the word it wrote (read-after-write).
-PRODUCER_CONSUMER = r'''
-extern "C" __global__ void handoff(unsigned* out) {
-    __shared__ unsigned box[32];
-    int t = threadIdx.x;
-    if (t < 32) box[t] = 100u + t;
-    SYNC
-    if (t >= 32) out[t - 32] = box[t - 32];
-}'''
-
-#: Two warps write the same words (write-after-write).
-BOTH_WRITE = r'''
-extern "C" __global__ void both_write(unsigned* out) {
-    __shared__ unsigned box[32];
-    int t = threadIdx.x;
-    if (t < 32) box[t] = t;
-    SYNC
-    if (t >= 32) box[t - 32] = t;
-    __syncthreads();
-    if (t < 32) out[t] = box[t];
-}'''
-
-#: Warp 0 stores a fragment with stmatrix, warp 1 reads the tile back.
-STORE_THEN_READ = r'''
-extern "C" __global__ void store_then_read(unsigned* out) {
-    __shared__ __align__(16) unsigned short tile[64];
-    int t = threadIdx.x;
-    if (t < 32) {
-        unsigned addr = (unsigned)__cvta_generic_to_shared(&tile[(t % 8) * 8]);
-        unsigned v = 0x00010000u * t + t;
-        asm volatile("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};" :: "r"(addr), "r"(v));
-    }
-    SYNC
-    if (t >= 32) out[t - 32] = tile[t - 32];
-}'''
 
 
 def _run(src: str, kernel: str, threads: int = 128, racecheck: str | None = None):
@@ -177,30 +130,7 @@ def test_no_kernel_of_the_project_is_reported():
                            shared_mem=case.shared_mem, options=case.options, racecheck="warn")
 
 
-GENERIC_AS_SHARED = r'''
-extern "C" __global__ void load_generic(unsigned* out) {
-    __shared__ __align__(16) unsigned short tile[256];
-    int t = threadIdx.x;
-    for (int i = t; i < 256; i += 32) tile[i] = (unsigned short)(3 * i + 1);
-    __syncwarp();
-    unsigned r0, r1, r2, r3;
-    ADDRESS
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : OPERAND);
-    out[t * 4 + 0] = r0; out[t * 4 + 1] = r1; out[t * 4 + 2] = r2; out[t * 4 + 3] = r3;
-}'''
-#: The three ways a learner hands ldmatrix its row address: converted (right), the 64-bit generic
-#: pointer itself, and that pointer cut to 32 bits by hand.
-ADDRESSING = {
-    "cvta": ("unsigned a = (unsigned)__cvta_generic_to_shared(&tile[t * 8]);", '"r"(a)'),
-    "generic64": ("unsigned long long a = (unsigned long long)&tile[t * 8];", '"l"(a)'),
-    "generic32": ("unsigned a = (unsigned)(unsigned long long)&tile[t * 8];", '"r"(a)'),
-}
 
-
-def generic_source(form: str) -> str:
-    decl, operand = ADDRESSING[form]
-    return GENERIC_AS_SHARED.replace("ADDRESS", decl).replace("OPERAND", operand)
 
 
 def test_a_generic_pointer_as_shared_address_works_as_on_sm90_and_is_diagnosed():

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The CPU model's sanitizer beside the GPU's: races and generic pointers, kernel by kernel.
+
+For every planted race of ``tests/fixtures/sanitizer/kernels.py`` and its synced twin:
+
+* ``compute-sanitizer --tool racecheck`` on the GPU (the hazards it reports),
+* the CPU model's race detector (``ptxlab.run.ptx.racecheck``),
+* how often the racy kernel's output on the GPU equals the synced twin's (``--repeats`` runs):
+  the race a GPU hides.
+
+And the three ways of handing ``ldmatrix.shared`` its row address (converted with
+``__cvta_generic_to_shared``, the 64-bit generic pointer, the pointer cut to 32 bits): the
+registers on the GPU and on the CPU model, bit for bit.
+
+    python3 scripts/gpu_sanitizer_check.py --out reports/hardware     # on the GPU machine
+
+Writes ``SANITIZER.md`` and ``sanitizer.json``. Exit status 0 when both detectors flag the same
+kernels and the registers agree, 1 otherwise, 2 without a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT, ROOT / "tests" / "fixtures" / "sanitizer"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+import kernels as planted  # noqa: E402
+
+
+def _source(name: str, form: str) -> tuple[str, str, int]:
+    """(source, kernel, threads) of a planted kernel in the form asked for."""
+    if name == "generic":
+        return planted.generic_source(form), "load_generic", 32
+    _, src, kernel, threads, _, _ = next(r for r in planted.RACES if r[0] == name)
+    return (planted.racy(src) if form == "racy" else planted.synced(src)), kernel, threads
+
+
+def launch_once(name: str, form: str, backend: str) -> np.ndarray:
+    from ptxlab.run import backends
+
+    src, kernel, threads = _source(name, form)
+    res = backends.launch(src, kernel, grid=(1,), block=(threads,),
+                          args=[np.zeros(128, np.uint32)], backend=backend, isolate=False)
+    return np.asarray(res.outputs[0])
+
+
+def cpu_detector(name: str, form: str) -> str:
+    """What the CPU model's detector says: the hazard, or ''."""
+    from ptxlab.run import cpu
+    from ptxlab.run.ptx.racecheck import RaceWarning
+
+    src, kernel, threads = _source(name, form)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        cpu.run_kernel(src, kernel, (1,), (threads,), [np.zeros(128, np.uint32)], racecheck="warn")
+    races = [str(w.message) for w in seen if issubclass(w.category, RaceWarning)]
+    if not races:
+        return ""
+    m = re.search(r"(read-after-write|write-after-read|write-after-write)", races[0])
+    return m.group(1) if m else "race"
+
+
+def sanitizer(name: str, form: str) -> dict:
+    """compute-sanitizer racecheck on one launch of the kernel on the GPU."""
+    tool = shutil.which("compute-sanitizer")
+    if tool is None:
+        return {"ran": False, "why": "compute-sanitizer not on PATH"}
+    cmd = [tool, "--tool", "racecheck", "--racecheck-report", "all", sys.executable, __file__,
+           "--one", name, form]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    text = r.stdout + r.stderr
+    m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)",
+                  text)
+    kinds = sorted(set(re.findall(r"(Read-after-Write|Write-after-Read|Write-after-Write)", text)))
+    if m:
+        hazards, errors, warns = (int(g) for g in m.groups())
+    elif "ERROR SUMMARY: 0 errors" in text:
+        hazards = errors = warns = 0
+    else:
+        return {"ran": False, "why": text[-800:], "returncode": r.returncode}
+    return {"ran": True, "hazards": hazards, "errors": errors, "warnings": warns, "kinds": kinds,
+            "returncode": r.returncode}
+
+
+def run(repeats: int) -> dict:
+    from ptxlab.run import gpu
+
+    st = gpu.status()
+    races = []
+    for name, _src, kernel, threads, _words, hazard in planted.RACES:
+        twin = launch_once(name, "synced", "gpu")
+        same = sum(np.array_equal(launch_once(name, "racy", "gpu"), twin) for _ in range(repeats))
+        row = {"kernel": name, "threads": threads, "model_hazard": hazard,
+               "gpu_racy_equals_synced": f"{same}/{repeats}"}
+        for form in ("racy", "synced"):
+            row[form] = {"cpu_model": cpu_detector(name, form), "compute_sanitizer": sanitizer(name, form)}
+        flagged_cpu = bool(row["racy"]["cpu_model"]) and not row["synced"]["cpu_model"]
+        cs_r, cs_s = row["racy"]["compute_sanitizer"], row["synced"]["compute_sanitizer"]
+        flagged_cs = (cs_r.get("ran") and cs_r["hazards"] > 0 and cs_s.get("ran")
+                      and cs_s["hazards"] == 0)
+        row["same_verdict"] = bool(flagged_cpu and flagged_cs)
+        races.append(row)
+        print(f"{name}: GPU racy==synced {same}/{repeats}; CPU model {row['racy']['cpu_model'] or '-'}"
+              f" / {row['synced']['cpu_model'] or '-'}; racecheck {cs_r.get('hazards')} / "
+              f"{cs_s.get('hazards')} hazards", flush=True)
+    generic = []
+    reference = launch_once("generic", "cvta", "gpu")
+    for form in ("cvta", "generic64", "generic32"):
+        on_gpu = launch_once("generic", form, "gpu")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            on_cpu = launch_once("generic", form, "cpu")
+        generic.append({"form": form, "gpu_equals_cvta": bool(np.array_equal(on_gpu, reference)),
+                        "cpu_equals_gpu": bool(np.array_equal(on_cpu, on_gpu))})
+        print(f"generic {form}: GPU == cvta form {generic[-1]['gpu_equals_cvta']}, "
+              f"CPU == GPU {generic[-1]['cpu_equals_gpu']}", flush=True)
+    ok = all(r["same_verdict"] for r in races) and all(g["cpu_equals_gpu"] for g in generic)
+    return {"date": _dt.datetime.now().isoformat(timespec="seconds"), "device": st.device_label,
+            "cupy": st.cupy_version, "repeats": repeats, "ok": ok, "races": races,
+            "generic_pointer": generic,
+            "command": "python3 scripts/gpu_sanitizer_check.py " + " ".join(sys.argv[1:])}
+
+
+def write_report(result: dict, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sanitizer.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["# The CPU model's sanitizer beside compute-sanitizer", "",
+             f"{result['date']}, {result['device']}, CuPy {result['cupy']}. Command: "
+             f"`{result['command']}`. **{'PASS' if result['ok'] else 'FAIL'}**.", "",
+             "Each planted race (tests/fixtures/sanitizer/kernels.py) and its twin with "
+             "`__syncthreads()`: the hazards `compute-sanitizer --tool racecheck` reports on the "
+             "GPU, what the CPU model's detector reports, and how often the racy kernel gave the "
+             "synced twin's output on the GPU anyway.", "",
+             "| kernel | racecheck: racy / synced | CPU model: racy / synced | GPU racy output = synced | same verdict |",
+             "| --- | --- | --- | ---: | --- |"]
+    for r in result["races"]:
+        def cs(d):
+            if not d.get("ran"):
+                return "not run"
+            return f"{d['hazards']} hazards" + (f" ({', '.join(d['kinds'])})" if d["kinds"] else "")
+        lines.append(f"| `{r['kernel']}` | {cs(r['racy']['compute_sanitizer'])} / "
+                     f"{cs(r['synced']['compute_sanitizer'])} | {r['racy']['cpu_model'] or 'none'} / "
+                     f"{r['synced']['cpu_model'] or 'none'} | {r['gpu_racy_equals_synced']} | "
+                     f"{'yes' if r['same_verdict'] else 'no'} |")
+    lines += ["", "`ldmatrix.shared` given its row address three ways: the registers on the GPU "
+              "and on the CPU model.", "",
+              "| address | GPU = the converted form | CPU model = GPU |", "| --- | --- | --- |"]
+    for g in result["generic_pointer"]:
+        lines.append(f"| {g['form']} | {g['gpu_equals_cvta']} | {g['cpu_equals_gpu']} |")
+    path = out / "SANITIZER.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--one"]:          # the child compute-sanitizer watches
+        launch_once(argv[1], argv[2], "gpu")
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    from ptxlab.run import gpu
+    if not gpu.status().available:
+        print(f"no usable GPU: {gpu.status().message}", file=sys.stderr)
+        return 2
+    result = run(args.repeats)
+    print(write_report(result, args.out).read_text())
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
