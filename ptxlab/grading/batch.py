@@ -23,6 +23,7 @@ from typing import Callable, TextIO
 
 from ..run import sources
 from .outcome import INFRASTRUCTURE, StudentOutcome
+from .submission_files import read_timestamp
 
 __all__ = ["BatchOptions", "BatchResult", "BatchBusy", "Ledger", "discover_submissions",
            "grade_batch", "default_workers", "Progress"]
@@ -97,9 +98,10 @@ def discover_submissions(course_root: Path, assignment: str) -> dict[str, str]:
         return found
     for student_dir in sorted(base.iterdir()):
         sub = student_dir / assignment
-        if sub.is_dir():
-            ts_file = sub / "timestamp.txt"
-            found[student_dir.name] = ts_file.read_text().strip() if ts_file.exists() else ""
+        if sub.is_dir() and not sub.is_symlink() and not student_dir.is_symlink():
+            # A timestamp that does not read is that student's problem (the worker says so),
+            # never the batch's.
+            found[student_dir.name] = read_timestamp(sub)[0]
     return found
 
 

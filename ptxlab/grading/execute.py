@@ -11,11 +11,12 @@
   longer throws the whole submission away, as stock nbgrader does: the cell gets an error
   output saying what happened, the cells after it are marked as not run, and nbgrader goes on to
   save the grades of everything that did run;
+* every kernel works in a private folder that receives copies of the submission's files (links
+  are not copied); files the notebook writes there are discarded with the kernel, so learner
+  code never writes into ``autograded/``, where nbgrader then saves the graded notebook;
 * a kernel is stopped as soon as its notebook has run (no graceful-shutdown wait), and the
   kernel for the next notebook is already starting while this one runs (a *spare*, in a fresh
-  sandbox of its own with an empty working folder that receives the submission's files when it
-  is taken; files the notebook writes there are discarded with the kernel), so no notebook
-  waits for a kernel to boot;
+  sandbox of its own), so no notebook waits for a kernel to boot;
 * every cell that launched learner kernels gets a line saying where they ran (the GPU, or the
   CPU model on a machine without one), and the notebook a note at the top summing it up, so the
   feedback says which backend graded the kernels.
@@ -329,13 +330,20 @@ class GradingExecute(Execute):
         from nbclient import NotebookClient
 
         spare_key = None
-        if km is None and self.prestart_kernels and self.kernel_manager_class is SandboxedKernelManager:
+        if km is None and self.kernel_manager_class is SandboxedKernelManager:
+            # The kernel always works in a private folder holding copies of the notebook's
+            # files, never in autograded/: what learner code leaves there (a link where the
+            # notebook was, aimed at the gradebook or another student's work) is discarded
+            # with the kernel, before nbgrader writes the graded notebook.
             spare_key = self._spare_key(nb)
             km = self._take_spare(spare_key, resources)
+            if km is None:
+                self._start_spare(spare_key)
+                km = self._take_spare(spare_key, resources)
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
-        if spare_key is not None:
+        if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
         launches: list[dict] = []
         with self.setup_kernel(cleanup_kc=True):

@@ -21,8 +21,9 @@ import traceback
 from pathlib import Path
 
 from ..run import sources
-from .outcome import (StudentOutcome, other_cell_errors, read_outcome,
-                      record_failure, short_error)
+from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_failure,
+                      short_error)
+from .submission_files import read_timestamp, submission_problems
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
 
@@ -76,8 +77,7 @@ class SubmissionGrader:
 
     def submitted_at(self, student: str) -> str:
         """The submission's ``timestamp.txt`` as written (the ledger compares it verbatim)."""
-        path = self._submitted_dir(student) / "timestamp.txt"
-        return path.read_text().strip() if path.exists() else ""
+        return read_timestamp(self._submitted_dir(student))[0]
 
     def _unreadable_notebooks(self, student: str) -> list[str]:
         import nbformat
@@ -96,6 +96,9 @@ class SubmissionGrader:
         from nbgrader.api import Gradebook
 
         t0 = time.monotonic()
+        refused = submission_problems(self._submitted_dir(student))
+        if refused:                 # its files are not followed, its bad timestamp not parsed
+            return self._refused(student, refused, t0)
         unreadable = self._unreadable_notebooks(student)
         for attempt in range(1 + len(INFRA_RETRY_WAIT_S)):
             result = self.api.autograde(self.assignment, student, force=True, create=True)
@@ -137,6 +140,23 @@ class SubmissionGrader:
         return outcome
 
 
+    def _refused(self, student: str, problems: list[str], t0: float) -> StudentOutcome:
+        """A submission not handed to nbgrader at all: 0 in the gradebook, flagged for a look."""
+        from nbgrader.api import Gradebook
+
+        (self.log_dir / f"{student}.log").write_text("not graded: " + "; ".join(problems) + "\n")
+        outcome = StudentOutcome(student=student, status="failed",
+                                 submitted_at=self.submitted_at(student), reason="; ".join(problems))
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            gb.update_or_create_student(student)       # as autograde --create would
+            record_failure(gb, self.assignment, student)
+            outcome.score, outcome.max_score, outcome.checks = read_outcome(
+                gb, self.course_root, self.assignment, student,
+                autograded_dir=self.coursedir.autograded_directory)
+        outcome.duration_s = round(time.monotonic() - t0, 3)
+        return outcome
+
+
 #: Seconds to wait before each new attempt at a submission the machine failed to grade.
 INFRA_RETRY_WAIT_S = (2.0, 5.0)
 #: What a failed nbgrader run says when the machine, not the submission, failed: the notebook's
@@ -163,9 +183,24 @@ def infrastructure_cause(log_text: str) -> str | None:
     return None
 
 
+#: What nbgrader raises on top of the real cause ("Please see the above traceback").
+_WRAPPERS = ("NbGraderException",)
+
+
 def _nbgrader_error(log_text: str) -> str:
-    """The most telling line of a failed nbgrader run."""
+    """The most telling line of a failed nbgrader run: the cause, not nbgrader's wrapper."""
     lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    causes = []
+    for line in lines:
+        if ":" in line and not line.startswith(("File ", "[", "^", "~")):
+            name, _, msg = line.partition(":")
+            if name.replace(".", "").replace("_", "").isalnum() and name[:1].isupper():
+                causes.append((name.split(".")[-1], msg))
+    for name, msg in reversed(causes):       # the last exception that is not the wrapper
+        if name not in _WRAPPERS:
+            return "nbgrader could not grade it: " + _cause_in_words(name, msg)
+    if causes:
+        return "nbgrader could not grade it: " + short_error(*causes[-1])
     for line in reversed(lines):       # the exception at the end of a traceback
         if ":" in line and not line.startswith(("File ", "[", "^", "~")):
             name, _, msg = line.partition(":")
@@ -174,6 +209,16 @@ def _nbgrader_error(log_text: str) -> str:
     errors = [l for l in lines if l.startswith("[ERROR]")]
     return ("nbgrader could not grade it: " + errors[0][8:200]) if errors else \
         "nbgrader could not grade it (see the log)"
+
+
+def _cause_in_words(name: str, msg: str) -> str:
+    """nbgrader's own errors in words a person can act on, the rest as they came."""
+    m = re.search(r"Inconsistent checksums for cell (\S+)", msg)
+    if m:
+        return (f"the cell '{m.group(1)}' of the notebook was changed in a way the grader cannot "
+                "restore (its type, metadata or id edited): fetch the assignment again and copy "
+                "the answers into it")
+    return short_error(name, msg)
 
 
 def skip_unused_imports() -> None:

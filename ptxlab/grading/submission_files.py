@@ -1,0 +1,74 @@
+"""A submission's files are data: read without following links, every problem said in words.
+
+A student controls every byte of what they submit, names and links included. A link followed
+by the grader reads (or overwrites) whatever it points at with the grader's rights: the
+solutions, the gradebook, another student's work. A ``timestamp.txt`` that is not text must
+cost that student a readable reason, not the class its batch.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["links_in", "read_timestamp", "submission_problems", "TIMESTAMP_FILE"]
+
+TIMESTAMP_FILE = "timestamp.txt"
+#: A timestamp is one short line; more is not read.
+_TIMESTAMP_MAX_BYTES = 256
+
+
+def links_in(folder: Path) -> list[str]:
+    """Paths (relative to ``folder``) of the symbolic links in it, never following one."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                found.append(str(path.relative_to(folder)))
+    return sorted(found)
+
+
+def read_timestamp(folder: Path) -> tuple[str, str | None]:
+    """``(text, problem)`` of ``folder/timestamp.txt``: the text as far as it reads (``""`` when
+    there is none), and what is wrong with it (``None`` when nothing is)."""
+    path = Path(folder) / TIMESTAMP_FILE
+    if path.is_symlink():
+        return "", f"{TIMESTAMP_FILE} is a symbolic link"
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_TIMESTAMP_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return "", None
+    except OSError as exc:
+        return "", f"{TIMESTAMP_FILE} cannot be read ({exc.strerror or exc})"
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        shown = raw.decode("utf-8", "replace").strip()[:60]
+        return shown, (f"{TIMESTAMP_FILE} is not text (byte 0x{raw[exc.start]:02x} at position "
+                       f"{exc.start}): {shown!r}")
+    if len(raw) > _TIMESTAMP_MAX_BYTES:
+        return text[:60], f"{TIMESTAMP_FILE} is longer than a date ({len(raw)}+ bytes)"
+    if text:
+        from nbgrader.utils import parse_utc
+
+        try:
+            parse_utc(text)
+        except (ValueError, OverflowError, TypeError) as exc:
+            return text, f"{TIMESTAMP_FILE} holds no date nbgrader can read: {text[:60]!r} ({exc})"
+    return text, None
+
+
+def submission_problems(folder: Path) -> list[str]:
+    """Why a submission cannot be graded as it is (empty: it can), each with the fix."""
+    problems = []
+    links = links_in(folder)
+    if links:
+        shown = ", ".join(links[:5]) + (f" and {len(links) - 5} more" if len(links) > 5 else "")
+        problems.append(f"the submission holds symbolic links ({shown}); a submission must hold "
+                        "plain files only, so nothing of it was graded: submit again without them")
+    _, problem = read_timestamp(folder)
+    if problem:
+        problems.append(f"{problem}; the exchange writes it at submission: collect the "
+                        "submission again (or correct the file by hand) and grade again")
+    return problems

@@ -1,0 +1,121 @@
+"""A submission's files are data: links are never followed or written through, a bad timestamp
+costs its own student a readable reason and never the class its batch.
+
+Graded with every notebook kernel started on demand (no spare kernels), the case in which a
+kernel used to work inside ``autograded/<student>/<assignment>`` itself.
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "fixtures" / "grading"))
+sys.path.insert(0, str(HERE / "submissions"))
+
+import cases as corpus  # noqa: E402
+import course as fixture_course  # noqa: E402
+
+pytest.importorskip("nbgrader")
+
+VICTIM = "s00_victim"
+
+
+def _relink(target: str):
+    """Learner code that replaces its own notebook with a link to ``target`` while it runs."""
+    code = ("import os\n"
+            "if os.path.lexists('ps1.ipynb'):\n    os.remove('ps1.ipynb')\n"
+            f"os.symlink({target!r}, 'ps1.ipynb')\n")
+    return corpus.Case("relink", "", mutate=lambda nb: _append(nb, code))
+
+
+def _append(nb: dict, code: str) -> dict:
+    cell = corpus._cell(nb, "address_formula")
+    src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    cell["source"] = src + "\n" + code
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = fixture_course.make_course(tmp_path_factory.mktemp("files") / "course")
+    env = fixture_course.grading_env(PTXLAB_PRESTART_KERNELS="0", PTXLAB_CELL_TIMEOUT_S="60")
+    gen = fixture_course.nbgrader(["generate_assignment", "ps1"], root, env)
+    assert gen.returncode == 0, gen.stderr[-3000:]
+    good = {c.name: c for c in corpus.CASES}
+    course = str(root.resolve())
+    corpus.write_submission(root, VICTIM, good["good_a"])
+    corpus.write_submission(root, "s01_aims_at_gradebook", _relink(f"{course}/gradebook.db"))
+    corpus.write_submission(root, "s02_aims_at_victim",
+                            _relink(f"{course}/submitted/{VICTIM}/ps1/ps1.ipynb"))
+    linked = corpus.write_submission(root, "s03_link_in_submission", good["good_b"])
+    (linked / "notes.txt").symlink_to(root / "source" / "ps1" / "ps1.ipynb")
+    bytes_ts = corpus.write_submission(root, "s04_timestamp_bytes", good["good_a"])
+    (bytes_ts / "timestamp.txt").write_bytes(b"\xff\xfe2026-11-20")
+    corpus.write_submission(root, "s05_timestamp_garbage", good["good_a"], timestamp="next tuesday")
+    corpus.write_submission(root, "s06_last", good["good_b"])
+    victim_nb = root / "submitted" / VICTIM / "ps1" / "ps1.ipynb"
+    before = hashlib.sha256(victim_nb.read_bytes()).hexdigest()
+    run = fixture_course.ptxlab_grade(["ps1", "--workers", "1", "--submission-timeout", "300"],
+                                      root, env)
+    from ptxlab.grading.batch import Ledger
+    outcomes = Ledger(root / "grading" / "ps1" / "ledger.jsonl").load()
+    return root, run, outcomes, before
+
+
+def test_the_batch_finishes_with_a_row_for_everyone(graded):
+    root, run, outcomes, _ = graded
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert len(outcomes) == 7, sorted(outcomes)
+
+
+def test_links_written_by_learner_code_reach_nothing(graded):
+    root, run, outcomes, before = graded
+    victim_nb = root / "submitted" / VICTIM / "ps1" / "ps1.ipynb"
+    assert hashlib.sha256(victim_nb.read_bytes()).hexdigest() == before, "the victim's only copy changed"
+    full = outcomes[VICTIM].max_score
+    for student in (VICTIM, "s01_aims_at_gradebook", "s02_aims_at_victim", "s06_last"):
+        assert outcomes[student].status == "graded", (student, outcomes[student].reason)
+        assert outcomes[student].score == outcomes["s06_last"].score, (student, outcomes[student].reason)
+        graded_nb = root / "autograded" / student / "ps1" / "ps1.ipynb"
+        assert graded_nb.is_file() and not graded_nb.is_symlink()
+    assert full and outcomes["s06_last"].score > 0
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", fixture_course.COURSE_ID) as gb:
+        assert len(gb.find_assignment("ps1").submissions) == 7
+
+
+def test_a_link_in_the_submission_is_not_followed(graded):
+    root, run, outcomes, _ = graded
+    o = outcomes["s03_link_in_submission"]
+    assert o.status == "failed" and o.score == 0
+    assert "symbolic links (notes.txt)" in o.reason and "submit again" in o.reason
+    copied = root / "autograded" / "s03_link_in_submission" / "ps1"
+    assert not (copied / "notes.txt").exists(), "the link was followed into autograded/"
+
+
+@pytest.mark.parametrize("student,says", [
+    ("s04_timestamp_bytes", r"timestamp.txt is not text (byte 0xff at position 0)"),
+    ("s05_timestamp_garbage", "timestamp.txt holds no date nbgrader can read: 'next tuesday'"),
+])
+def test_a_bad_timestamp_costs_only_its_student_a_reason(graded, student, says):
+    root, run, outcomes, _ = graded
+    o = outcomes[student]
+    assert o.status == "failed" and o.score == 0 and says in o.reason, o.reason
+    assert "collect the submission again" in o.reason
+
+
+def test_nbgraders_wrapper_gives_way_to_the_cause():
+    from ptxlab.grading.worker import _nbgrader_error
+
+    log = ("[AutogradeApp | ERROR] There was an error processing assignment\n"
+           "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+           "RuntimeError: Inconsistent checksums for cell test_address_hidden\n"
+           "[AutogradeApp | ERROR] Please see the error log\n"
+           "nbgrader.apps.baseapp.NbGraderException: Please see the above traceback\n")
+    said = _nbgrader_error(log)
+    assert "test_address_hidden" in said and "fetch the assignment again" in said, said
+    assert "Please see the above traceback" not in said
