@@ -47,6 +47,10 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
+# Links in a student's inbound submission are collected as links (and refused when graded),
+# never followed with the grader's rights.
+c.ExchangeFactory.collect = "ptxlab.grading.exchange.LinkSafeCollect"
+
 c.Execute.timeout = int(_env("PTXLAB_CELL_TIMEOUT_S", "120"))
 c.Execute.interrupt_on_timeout = True
 c.GradingExecute.kill_grace_s = 5

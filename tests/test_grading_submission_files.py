@@ -119,3 +119,29 @@ def test_nbgraders_wrapper_gives_way_to_the_cause():
     said = _nbgrader_error(log)
     assert "test_address_hidden" in said and "fetch the assignment again" in said, said
     assert "Please see the above traceback" not in said
+
+
+def test_collect_copies_links_as_links(tmp_path):
+    """A link in the exchange's inbound folder reaches submitted/ as a link (then refused with a
+    reason), not as the course's source notebook it points at."""
+    import os
+
+    exchange = tmp_path / "exchange"
+    root = fixture_course.make_course(tmp_path / "course", exchange=exchange)
+    env = fixture_course.grading_env()
+    source_nb = root / "source" / "ps1" / "ps1.ipynb"
+    inbound = exchange / fixture_course.COURSE_ID / "inbound"
+    sub = inbound / "mallory+ps1+2026-11-20 10:00:00.000000 UTC"
+    sub.mkdir(parents=True)
+    (sub / "ps1.ipynb").symlink_to(source_nb)
+    (sub / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC")
+    whole = inbound / "trudy+ps1+2026-11-20 10:00:00.000000 UTC"
+    whole.symlink_to(root / "source" / "ps1", target_is_directory=True)
+    r = fixture_course.nbgrader(["collect", "ps1", "--CollectApp.check_owner=False"], root, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = root / "submitted" / "mallory" / "ps1" / "ps1.ipynb"
+    assert got.is_symlink() and os.readlink(got) == str(source_nb)
+    trudy = root / "submitted" / "trudy" / "ps1"
+    assert not (trudy / "ps1.ipynb").exists() and list(trudy.iterdir())[0].is_symlink()
+    from ptxlab.grading.submission_files import submission_problems
+    assert "symbolic links (ps1.ipynb)" in submission_problems(got.parent)[0]

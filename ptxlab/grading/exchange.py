@@ -1,0 +1,58 @@
+"""nbgrader's collect, with a submission's links copied as links, never as what they point at.
+
+Students write the exchange's inbound folder. A link there (``ps1.ipynb`` pointing at the
+course's source notebook, say) is followed by stock ``nbgrader collect``, which runs as the
+grader: the target's content (solutions, hidden tests, another student's work) becomes the
+student's submission and comes back to them as feedback. Copied as a link, it stays a link in
+``submitted/``, where ``ptxlab grade`` refuses it with a reason
+(:mod:`ptxlab.grading.submission_files`). ``autograder/nbgrader_config.py`` installs it with
+``c.ExchangeFactory.collect``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.utils import ignore_patterns
+
+__all__ = ["LinkSafeCollect"]
+
+
+def _size_without_links(folder: str) -> int:
+    total = 0
+    for dirpath, _, filenames in os.walk(folder, followlinks=False):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                total += os.lstat(path).st_size
+    return total
+
+
+class LinkSafeCollect(ExchangeCollect):
+    """``nbgrader collect`` that never follows a link in (or as) a student's submission."""
+
+    def do_copy(self, src, dest, log=None):
+        if os.path.islink(src):
+            self.log.error("%s is a symbolic link, not a submission folder: not collected", src)
+            os.makedirs(dest)
+            os.symlink(os.readlink(src), os.path.join(dest, "submission-folder-was-a-link"))
+            return
+        if _size_without_links(src) > 1000 * self.coursedir.max_dir_size:
+            raise RuntimeError(f"Directory size is too big: {src}")
+        by_rules = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                   max_file_size=self.coursedir.max_file_size, log=self.log)
+
+        def ignore(folder, names):
+            # nbgrader's rules read each file's size, through a link too: links are kept.
+            return set(by_rules(folder, [n for n in names
+                                         if not os.path.islink(os.path.join(folder, n))]))
+
+        shutil.copytree(src, dest, symlinks=True, ignore=ignore)
+        if self.coursedir.groupshared:
+            for dirname, _, filenames in os.walk(dest, followlinks=False):
+                os.chmod(dirname, (os.stat(dirname).st_mode | 0o2770) & 0o2777)
+                for name in filenames:
+                    path = os.path.join(dirname, name)
+                    if not os.path.islink(path):
+                        os.chmod(path, (os.lstat(path).st_mode | 0o660) & 0o777)
