@@ -25,6 +25,7 @@ variable                          default  meaning
 ``PTXLAB_SANDBOX_HIDE``                    more paths the sandbox must hide (``:``-separated)
 ``PTXLAB_GRADING_GPU``            1        ``0`` keeps the GPU out of the sandbox
 ``PTXLAB_PRESTART_KERNELS``       1        ``0``: start each notebook's kernel on demand
+``PTXLAB_MAX_OUTPUT_KB``          1000     output a graded cell keeps, kB (images included)
 ================================  =======  ===================================================
 """
 import os
@@ -42,6 +43,7 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
+    "ptxlab.grading.limit_output.LimitOutputBytes",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
@@ -71,4 +73,5 @@ c.SandboxedKernelManager.hidden_paths = (
 
 # A notebook that prints a million lines keeps its first lines only.
 c.LimitOutput.max_lines = 200
+c.LimitOutputBytes.max_bytes_per_cell = int(_env("PTXLAB_MAX_OUTPUT_KB", "1000")) * 1000
 c.LimitOutput.max_traceback = 60

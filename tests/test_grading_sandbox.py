@@ -235,3 +235,55 @@ def test_editable_installs_mount_their_packages_not_their_checkout(tmp_path, mon
     # A mapping into a hidden folder stays hidden.
     paths = set(sandbox.python_readonly_paths(tmp_path / "work", [checkout / "src" / "demo"]))
     assert checkout / "src" / "demo" not in paths
+
+
+TMP_HOG = r'''
+import time
+n = 0
+try:
+    while True:
+        with open(f"/tmp/f{n}", "wb") as fh:
+            fh.write(b"x" * (20 * 2**20))
+        n += 1
+        time.sleep(0.02)
+except (MemoryError, OSError) as exc:
+    print("stopped after", n * 20, "MiB", type(exc).__name__, flush=True)
+'''
+
+
+def test_files_in_the_sandbox_tmp_count_against_the_kernel_memory(tmp_path):
+    """The sandbox's /tmp is a tmpfs (memory): a kernel with a 300 MiB limit cannot fill it
+    with more (bwrap's --size where it has one, else the kernel's own watchdog)."""
+    _need_bwrap()
+    course, work = _course(tmp_path)
+    (work / "tmp_hog.py").write_text(TMP_HOG)
+    repo = str(Path(__file__).resolve().parents[1])
+    policy = sandbox.SandboxPolicy(workdir=work, hidden=[course], gpu=False, tmp_size_mb=300)
+    limits = {"memory_mb": 300, "memory_mode": "address_space", "watch_tmp": True}
+    argv = sandbox.sandbox_argv(
+        policy, [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", "-m", "tmp_hog"],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{work}:{repo}",
+             sandbox.KERNEL_LIMITS_ENV: json.dumps(limits)})
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert "stopped after" in out.stdout, (out.returncode, out.stdout, out.stderr[-2000:])
+    held = int(out.stdout.split("stopped after")[1].split()[0])
+    assert held <= 1.5 * 300, out.stdout
+
+
+def test_a_cells_output_is_capped_in_bytes():
+    """nbgrader's LimitOutput counts lines; a few huge images pass it. LimitOutputBytes cuts."""
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from ptxlab.grading.limit_output import LimitOutputBytes
+
+    image = new_output("display_data", data={"image/png": "A" * 3_000_000})
+    text = new_output("stream", name="stdout", text="y" * 500_000)
+    nb = new_notebook(cells=[new_code_cell("show()", outputs=[text, image, image]),
+                             new_code_cell("small()", outputs=[new_output("stream", name="stdout",
+                                                                           text="ok\n")])])
+    out, _ = LimitOutputBytes(max_bytes_per_cell=1_000_000).preprocess(nb, {})
+    big, small = out.cells
+    assert sum(len(json.dumps(o)) for o in big.outputs) <= 1_000_000
+    assert big.outputs[0].text == "y" * 500_000            # what fits stays
+    assert "this cell's output was 6.5 MB" in big.outputs[-1].text
+    assert small.outputs[0].text == "ok\n"

@@ -155,7 +155,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         env = dict(kw.get("env") or os.environ)
         boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
         limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
-                  "memory_mode": self._memory_mode()}
+                  "memory_mode": self._memory_mode(),
+                  # the sandbox's /tmp is a tmpfs: what is written there is memory too
+                  "watch_tmp": self.sandbox_mode == "bwrap"}
         launch_timeout = effective_launch_timeout(self.launch_timeout_s, self.cell_timeout_s)
         if launch_timeout < self.launch_timeout_s:
             self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
@@ -180,7 +182,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self.sandbox_mode == "bwrap":
             policy = sandbox.SandboxPolicy(
                 workdir=workdir, private_dir=self._private_dir, hidden=hidden, gpu=self.gpu,
-                sockets=[Path(service)] if service else [])
+                sockets=[Path(service)] if service else [], tmp_size_mb=self.kernel_memory_mb)
             kernel_cmd = sandbox.sandbox_argv(policy, boot, env=inner_env)
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
         elif self.sandbox_mode == "none":

@@ -54,11 +54,20 @@ def _resident_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _watch_resident_memory(memory_mb: int) -> None:
-    """Raise ``MemoryError`` in the main thread when the kernel's resident memory passes
-    ``memory_mb`` (again only once it grew by ``_REARM_MB`` more: the memory a hog holds
-    stays held), and kill the kernel past 1.5x the limit (a single huge allocation in C code,
-    which no Python exception interrupts)."""
+def _tmp_mb() -> float:
+    """What the sandbox's ``/tmp`` holds: a tmpfs, so memory the kernel uses."""
+    st = os.statvfs("/tmp")
+    return (st.f_blocks - st.f_bfree) * st.f_frsize / 2**20
+
+
+def _watch_resident_memory(memory_mb: int, *, count_resident: bool = True,
+                           count_tmp: bool = False) -> None:
+    """Raise ``MemoryError`` in the main thread when the kernel's memory -- resident memory
+    (``count_resident``) plus the files it keeps in the sandbox's own ``/tmp`` tmpfs
+    (``count_tmp``; never the machine's ``/tmp``) -- passes ``memory_mb``
+    (again only once it grew by ``_REARM_MB`` more: the memory a hog holds stays held), and
+    kill the kernel past 1.5x the limit (a single huge allocation in C code, which no Python
+    exception interrupts)."""
     import ctypes
     import signal
     import threading
@@ -72,7 +81,8 @@ def _watch_resident_memory(memory_mb: int) -> None:
         while True:
             time.sleep(_WATCH_S)
             try:
-                rss = _resident_mb()
+                rss = ((_resident_mb() if count_resident else 0.0)
+                       + (_tmp_mb() if count_tmp else 0.0))
             except (OSError, ValueError):
                 continue
             if rss > hard_mb:
@@ -89,11 +99,14 @@ def _watch_resident_memory(memory_mb: int) -> None:
 
 def _apply_limits(limits: dict) -> None:
     memory_mb = int(limits.get("memory_mb") or 0)
+    watch_tmp = bool(limits.get("watch_tmp"))
     if memory_mb > 0 and limits.get("memory_mode", "address_space") == "resident":
-        _watch_resident_memory(memory_mb)
+        _watch_resident_memory(memory_mb, count_tmp=watch_tmp)
     elif memory_mb > 0:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 2**20, hard))
+        if watch_tmp:        # files in the sandbox's tmpfs are memory the limit misses
+            _watch_resident_memory(memory_mb, count_resident=False, count_tmp=True)
     file_mb = int(limits.get("file_size_mb") or 0)
     if file_mb > 0:
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * 2**20, file_mb * 2**20))

@@ -22,9 +22,11 @@ needs no privileges beyond unprivileged user namespaces. ``PTXLAB_BWRAP`` names 
 """
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -56,6 +58,7 @@ class SandboxPolicy:
     gpu: bool = True
     network: bool = False
     sockets: list[Path] = field(default_factory=list)  # Unix sockets it may connect to
+    tmp_size_mb: int = 0        # size of its /tmp (a tmpfs); 0: the kernel's default (half of RAM)
 
 
 def bwrap_binary() -> str:
@@ -67,6 +70,17 @@ def bwrap_binary() -> str:
             "'apt-get install bubblewrap' (or run autograder/install-sandbox.sh), or set "
             "PTXLAB_BWRAP to its path")
     return candidate
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_supports_size(bwrap: str) -> bool:
+    """Whether this ``bwrap`` can size a tmpfs (``--size``, bubblewrap 0.9 and later). Without
+    it the kernel's own watchdog counts what its ``/tmp`` holds against its memory limit."""
+    try:
+        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--size" in (out.stdout + out.stderr)
 
 
 def _package_dirs() -> list[Path]:
@@ -248,7 +262,10 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
     if not policy.network:
         argv.append("--unshare-net")
     # Fresh /proc, /dev, /tmp first: the mounts below may lie inside them.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    if policy.tmp_size_mb > 0 and bwrap_supports_size(bwrap):
+        argv += ["--size", str(policy.tmp_size_mb * 2**20)]
+    argv += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     if policy.gpu:
         argv += _gpu_device_args()
     readonly: list[Path] = []
