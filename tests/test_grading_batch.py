@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from io import StringIO
 from pathlib import Path
@@ -106,6 +107,7 @@ def _grade_cmd(*extra: str) -> list[str]:
 def test_interrupted_batch_resumes_without_losing_anything(course):
     root, env = course
     ledger_path = root / "grading" / "ps1" / "ledger.jsonl"
+    started = time.time()
     proc = subprocess.Popen(_grade_cmd(), cwd=root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
@@ -118,6 +120,16 @@ def test_interrupted_batch_resumes_without_losing_anything(course):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
     assert "run the same command again" in err
+    # Nothing of the interrupted batch left on disk: its workers' folders (their kernels'
+    # copies of submissions) went with them.
+    tmp = Path(tempfile.gettempdir())
+    assert not list(tmp.glob(f"ptxlab-grading-{proc.pid}-*"))
+    left = [p for pattern in ("ptxlab-kernel-*", "ptxlab-launch-*", "ptxlab-grading-*/*")
+            for p in tmp.glob(pattern) if p.stat().st_mtime >= started]
+    assert not left, left
+    stale = tmp / "ptxlab-grading-999999999-0-1"     # of a head killed outright (no such pid)
+    (stale / "ptxlab-kernel-x").mkdir(parents=True, exist_ok=True)
+    (stale / "ptxlab-kernel-x" / "ps1.ipynb").write_text("a student's copy")
     first = Ledger(ledger_path).load()
     assert 2 <= len(first) < len(CLASS)
     # Progress went to stderr while it ran.
@@ -126,6 +138,7 @@ def test_interrupted_batch_resumes_without_losing_anything(course):
     again = subprocess.run(_grade_cmd("--workers", "2"), cwd=root, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert not stale.exists(), "the next batch clears what a killed one left"
     assert f"graded {len(CLASS) - len(first)} now, {len(first)} already graded" in again.stdout
     done = Ledger(ledger_path).load()
     assert set(done) == {s for s, _ in CLASS}

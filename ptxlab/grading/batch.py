@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,12 +154,39 @@ def worker_command(opts: BatchOptions) -> list[str]:
     return cmd
 
 
+#: Each worker's temporary files (its kernels' private folders, its launch service's socket)
+#: live in a folder of its own, ``ptxlab-grading-<head pid>-<worker>-<n>``, removed with the
+#: worker: a killed worker cleans nothing up itself.
+_SCRATCH_PREFIX = "ptxlab-grading-"
+
+
+def _remove_stale_scratch() -> None:
+    """Scratch folders of batches whose head is gone (killed, or the machine restarted)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_SCRATCH_PREFIX}*"):
+        pid = folder.name[len(_SCRATCH_PREFIX):].split("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:   # another user's live batch
+            pass
+
+
 class _Worker:
     """One worker process and the student it is grading."""
+
+    _started = 0
 
     def __init__(self, opts: BatchOptions, index: int, log: TextIO):
         cmd = worker_command(opts)
         env = dict(os.environ)
+        _Worker._started += 1
+        self.scratch = Path(tempfile.gettempdir()) / (
+            f"{_SCRATCH_PREFIX}{os.getpid()}-{index}-{_Worker._started}")
+        self.scratch.mkdir(mode=0o700)
+        env["TMPDIR"] = str(self.scratch)
         package_root = str(sources.PROJECT_ROOT)
         env["PYTHONPATH"] = os.pathsep.join(
             dict.fromkeys([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -182,6 +211,7 @@ class _Worker:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+        self._remove_scratch()
 
     def close(self) -> None:
         try:
@@ -190,6 +220,16 @@ class _Worker:
             self.proc.wait(timeout=30)
         except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
             self.kill()
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        # Sandboxed kernels die with the worker (bwrap --die-with-parent), but may still be
+        # letting go of their files: a few tries.
+        for _ in range(20):
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            if not self.scratch.exists():
+                return
+            time.sleep(0.1)
 
 
 def _record_lost_worker(opts: BatchOptions, student: str, status: str, reason: str,
@@ -314,6 +354,7 @@ def _grade_batch(opts: BatchOptions,
         w.kill()
         workers[workers.index(w)] = start_worker(w.index)
 
+    _remove_stale_scratch()
     try:
         workers.extend(start_worker(i) for i in range(n_workers if todo else 0))
         while pending or any(w.student for w in workers):

@@ -578,7 +578,8 @@ class ServiceProcess:
         self._log = open(self.folder / "service.log", "wb")
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, env=run_env,
-                                     start_new_session=True, close_fds=True)
+                                     start_new_session=True, close_fds=True,
+                                     preexec_fn=_die_with_parent)
 
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict:
         """Wait until the service answers and its executor is warm; its ``ping`` reply.
@@ -621,6 +622,16 @@ class ServiceProcess:
         self._log.close()
         import shutil
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the service dies with the process that started it (a grading
+    worker killed outright must not leave it running; bwrap does the same in the sandbox)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
