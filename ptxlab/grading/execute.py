@@ -72,15 +72,17 @@ _ENV_KEEP_PREFIXES = ("LANG", "LC_", "CUDA_", "CUPY_", "NVIDIA_", "PTXLAB_", "NB
 _ENV_KEEP = {"PATH", "TERM", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONHASHSEED"}
 
 
-def _sandbox_env(env: dict[str, str], *, workdir: Path) -> dict[str, str]:
+def _sandbox_env(env: dict[str, str], *, home: str = "/tmp/home") -> dict[str, str]:
+    """What of ``env`` a sandboxed process keeps, with ``home`` (in the sandbox's private
+    ``/tmp`` by default) for every cache and settings folder."""
     kept = {k: v for k, v in env.items()
             if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
     kept.update({
-        "HOME": "/tmp/home",
-        "MPLCONFIGDIR": "/tmp/home/.matplotlib",
-        "CUPY_CACHE_DIR": "/tmp/home/.cupy",
-        "IPYTHONDIR": "/tmp/home/.ipython",
-        "JUPYTER_RUNTIME_DIR": "/tmp/home/.jupyter-runtime",
+        "HOME": home,
+        "MPLCONFIGDIR": f"{home}/.matplotlib",
+        "CUPY_CACHE_DIR": f"{home}/.cupy",
+        "IPYTHONDIR": f"{home}/.ipython",
+        "JUPYTER_RUNTIME_DIR": f"{home}/.jupyter-runtime",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
         "OPENBLAS_NUM_THREADS": "1",
@@ -162,7 +164,13 @@ class SandboxedKernelManager(AsyncKernelManager):
         if launch_timeout < self.launch_timeout_s:
             self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
                           "of %g s", launch_timeout, self.cell_timeout_s, self.launch_timeout_s)
-        inner_env = _sandbox_env(env, workdir=workdir)
+        if self.sandbox_mode == "none":
+            # No sandbox, so no private /tmp: the kernel's home is a folder of its own.
+            home = self._private_dir / "home"
+            home.mkdir(exist_ok=True)
+            inner_env = _sandbox_env(env, home=str(home))
+        else:
+            inner_env = _sandbox_env(env)
         inner_env.update({
             sandbox.KERNEL_LIMITS_ENV: json.dumps(limits),
             "PTXLAB_ISOLATE": "1",
@@ -172,11 +180,11 @@ class SandboxedKernelManager(AsyncKernelManager):
         })
         if self.launch_gpu_memory_mb > 0:
             inner_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
-        hidden = ([Path(p) for p in self.hidden_paths] + _course_paths_of(workdir)
-                  + self._configured_course_paths())
-        service = self._launch_service_socket(
-            env, [Path(p) for p in self.hidden_paths] + self._configured_course_paths(),
-            launch_timeout)
+        # The course and the exchange, the same for every kernel of the worker (so one launch
+        # service serves them all), and the course this notebook's folder lies in.
+        configured = [Path(p) for p in self.hidden_paths] + self._configured_course_paths()
+        hidden = configured + _course_paths_of(workdir)
+        service = self._launch_service_socket(env, configured, launch_timeout)
         if service:
             inner_env[SERVICE_ENV] = service
         if self.sandbox_mode == "bwrap":
@@ -187,11 +195,6 @@ class SandboxedKernelManager(AsyncKernelManager):
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
         elif self.sandbox_mode == "none":
             kernel_cmd = boot
-            # No sandbox, so no private /tmp: the kernel's home is a folder of its own.
-            home = self._private_dir / "home"
-            home.mkdir(exist_ok=True)
-            inner_env.update({k: v.replace("/tmp/home", str(home)) for k, v in inner_env.items()
-                              if v.startswith("/tmp/home")})
             kw["env"] = {**env, **inner_env}
         else:
             raise ValueError(f"SandboxedKernelManager.sandbox_mode must be 'bwrap' or 'none', "
@@ -205,16 +208,12 @@ class SandboxedKernelManager(AsyncKernelManager):
             return None              # the error about the mode comes below
         if not wants_service(self.launch_service, self.gpu):
             return None
-        service_env = _sandbox_env(env, workdir=Path("/"))
+        # No sandbox, so no private /tmp: the service's home is a folder of its own.
+        service_env = (_sandbox_env(env) if self.sandbox_mode == "bwrap" else _sandbox_env(
+            env, home=str(Path(tempfile.gettempdir()) / f"ptxlab-launch-home-{os.getuid()}")))
         if self.launch_gpu_memory_mb > 0:
             service_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
-        if self.sandbox_mode == "none":
-            # No private /tmp: the service's home is a folder of its own under the system's.
-            home = Path(tempfile.gettempdir()) / f"ptxlab-launch-home-{os.getuid()}"
-            service_env.update({k: v.replace("/tmp/home", str(home))
-                                for k, v in service_env.items() if v.startswith("/tmp/home")})
-        # The course and the exchange stay hidden (the same for every kernel of the worker, so
-        # one service serves them all); no student's folder is ever in its view.
+        # No student's folder is ever in its view.
         return service_socket(sandbox_mode=self.sandbox_mode, gpu=self.gpu,
                               hidden=[h for h in hidden if h.exists()], env=service_env,
                               max_timeout_s=launch_timeout, max_memory_mb=self.launch_memory_mb)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..run.isolation import where_text
+from ..run.isolation import LAUNCH_LOG_ENV, where_text
 from . import sandbox
 from .launch_services import shutdown_launch_services, wants_service
 
@@ -30,7 +30,7 @@ import numpy as np
 from ptxlab import backends
 _r = backends.launch({PROBE_SOURCE!r}, "preflight", args=[np.zeros(32, np.uint32)])
 assert (_r.outputs[0] == 3 * np.arange(32) + 1).all(), _r.outputs[0]
-_log = os.environ.get("PTXLAB_LAUNCH_LOG", "")
+_log = os.environ.get("{LAUNCH_LOG_ENV}", "")
 _route = json.loads(open(_log).read().splitlines()[-1]).get("route", "") if _log and os.path.exists(_log) else ""
 print("{_MARK}", _r.backend, "|", _r.device, "|", _route)
 '''

@@ -139,7 +139,6 @@ class SubmissionGrader:
         outcome.duration_s = round(time.monotonic() - t0, 3)
         return outcome
 
-
     def _refused(self, student: str, problems: list[str], t0: float) -> StudentOutcome:
         """A submission not handed to nbgrader at all: 0 in the gradebook, flagged for a look."""
         from nbgrader.api import Gradebook
@@ -190,22 +189,20 @@ _WRAPPERS = ("NbGraderException",)
 def _nbgrader_error(log_text: str) -> str:
     """The most telling line of a failed nbgrader run: the cause, not nbgrader's wrapper."""
     lines = [line.strip() for line in log_text.splitlines() if line.strip()]
-    causes = []
+    # Every "Name: message" line, as (the name's last part, message, written unqualified).
+    raised = []
     for line in lines:
         if ":" in line and not line.startswith(("File ", "[", "^", "~")):
             name, _, msg = line.partition(":")
-            if name.replace(".", "").replace("_", "").isalnum() and name[:1].isupper():
-                causes.append((name.split(".")[-1], msg))
+            if name.replace(".", "").replace("_", "").isalnum():
+                raised.append((name.split(".")[-1], msg, name[:1].isupper()))
+    causes = [(name, msg) for name, msg, plain in raised if plain]
     for name, msg in reversed(causes):       # the last exception that is not the wrapper
         if name not in _WRAPPERS:
             return "nbgrader could not grade it: " + _cause_in_words(name, msg)
-    if causes:
-        return "nbgrader could not grade it: " + short_error(*causes[-1])
-    for line in reversed(lines):       # the exception at the end of a traceback
-        if ":" in line and not line.startswith(("File ", "[", "^", "~")):
-            name, _, msg = line.partition(":")
-            if name.replace(".", "").replace("_", "").isalnum():
-                return "nbgrader could not grade it: " + short_error(name.split(".")[-1], msg)
+    last = causes[-1:] or [(name, msg) for name, msg, _ in raised[-1:]]
+    if last:                                 # the exception at the end of a traceback
+        return "nbgrader could not grade it: " + short_error(*last[0])
     errors = [l for l in lines if l.startswith("[ERROR]")]
     return ("nbgrader could not grade it: " + errors[0][8:200]) if errors else \
         "nbgrader could not grade it (see the log)"

@@ -271,17 +271,15 @@ def launch(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = ()
         if mapped is None:
             raise
         raise mapped from exc
-    diagnostics = []
+    diagnostics: dict[str, None] = {}          # the model's own, each once, in order
     for w in noticed:
         if w.category.__module__.startswith("ptxlab."):
-            diagnostics.append(str(w.message))
+            diagnostics[str(w.message)] = None
         else:   # not the model's own: passed on as it came
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    for text in dict.fromkeys(diagnostics):
+    for text in diagnostics:
         warnings.warn(text, KernelDiagnostic, stacklevel=2)
-    return LaunchResult(list(outputs), "cpu", CPU_DEVICE, reason,
-                        diagnostics=list(dict.fromkeys(diagnostics)))
-
+    return LaunchResult(list(outputs), "cpu", CPU_DEVICE, reason, diagnostics=list(diagnostics))
 
 
 #: Where-it-happened attributes carried over from the CPU model's own fault class.

@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import pickle
+import shutil
 import signal
 import socket
 import socketserver
@@ -620,7 +621,6 @@ class ServiceProcess:
                 self.proc.kill()
         self.proc.wait()
         self._log.close()
-        import shutil
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -72,22 +72,22 @@ def _shared_offsets(get_addr, space: str, what):
 
 
 def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
-    """``(num, trans, registers, offsets)`` of an ldmatrix/stmatrix: the register operands
-    (checked against ``.num``) and a getter of the lanes' shared-memory offsets."""
+    """``(num, trans, registers, offsets, site)`` of an ldmatrix/stmatrix: the register operands
+    (checked against ``.num``), a getter of the lanes' shared-memory offsets, and the access
+    site racecheck names."""
     num, trans, space = _matrix_form(ins, what)
     regs = _regs(ins.operands[regs_at])
     if len(regs) != num:
         raise cx.error(f"{what} .x{num} needs {num} register(s) in braces, got {len(regs)}")
     _, get_addr = cx.address(ins.operands[addr_at], space if space == "shared" else "generic")
-    return num, trans, regs, _shared_offsets(get_addr, space, Site(ins))
+    site = Site(ins)
+    return num, trans, regs, _shared_offsets(get_addr, space, site), site
 
 
 @handles("ldmatrix")
 def ldmatrix(ins, cx):
-    num, trans, dsts, offsets = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
+    num, trans, dsts, offsets, site = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
     sets = [cx.dst(d, "b32") for d in dsts]
-
-    site = Site(ins)
 
     def fn(w, m):
         rows = offsets(w)
@@ -101,10 +101,8 @@ def ldmatrix(ins, cx):
 
 @handles("stmatrix")
 def stmatrix(ins, cx):
-    num, trans, srcs, offsets = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
+    num, trans, srcs, offsets, site = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
     gets = [cx.src(s, "b32") for s in srcs]
-
-    site = Site(ins)
 
     def fn(w, m):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
