@@ -44,9 +44,9 @@ def read_timestamp(folder: Path) -> tuple[str, str | None]:
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError as exc:
-        shown = raw.decode("utf-8", "replace").strip()[:60]
-        return shown, (f"{TIMESTAMP_FILE} is not text (byte 0x{raw[exc.start]:02x} at position "
-                       f"{exc.start}): {shown!r}")
+        return raw.decode("utf-8", "replace").strip()[:60], (
+            f"{TIMESTAMP_FILE} is not text (byte 0x{raw[exc.start]:02x} at position "
+            f"{exc.start}): {raw[:40]!r}")
     if len(raw) > _TIMESTAMP_MAX_BYTES:
         return text[:60], f"{TIMESTAMP_FILE} is longer than a date ({len(raw)}+ bytes)"
     if text:
