@@ -122,6 +122,25 @@ def test_interrupt_while_waiting_stops_the_child():
     assert iso._descendants(os.getpid()) == []
 
 
+def test_an_interrupt_inside_popen_wait_cannot_hang_the_kernel():
+    """The interrupt may land in ``Popen.wait`` right after it took its internal lock and
+    before it could release it: collecting the killed child must not wait for that lock."""
+    import subprocess
+    import sys
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True)
+    proc._waitpid_lock.acquire()               # as the interrupted wait left it
+    iso._kill_group(proc)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (iso._reap_after_interrupt(proc), done.set()),
+                              daemon=True)
+    worker.start()
+    assert done.wait(20), "collecting the child waited for Popen's lock"
+    assert iso._descendants(os.getpid()) == []
+
+
 def test_forked_child_is_not_charged_for_the_parents_memory(child_kind):
     ballast = bytearray(400 * 2**20)          # the parent's memory, shared with a forked child
     ballast[::4096] = b"x" * len(ballast[::4096])

@@ -410,7 +410,7 @@ def _watch(proc: subprocess.Popen | ForkedChild, timeout_s: float, memory_mb: in
         # Interrupted while waiting (a notebook cell's own time limit sends KeyboardInterrupt):
         # the child must not live on, spinning, under the cells that follow.
         _kill_group(proc)
-        proc.wait()
+        _reap_after_interrupt(proc)
         raise
     if verdict != "done":
         _kill_group(proc)
@@ -421,6 +421,25 @@ def _watch(proc: subprocess.Popen | ForkedChild, timeout_s: float, memory_mb: in
     except (ProcessLookupError, PermissionError):
         pass
     return verdict
+
+
+def _reap_after_interrupt(proc: subprocess.Popen | ForkedChild) -> None:
+    """Collect a killed child after an interrupt, never blocking on ``Popen``'s own lock.
+
+    The interrupt may have landed inside ``Popen.wait`` just after it took its internal
+    ``_waitpid_lock`` and before the ``try`` that releases it; a blocking ``wait()`` would then
+    wait for that lock forever. A ``wait`` with a timeout only tries the lock; past it the
+    child is collected directly.
+    """
+    try:
+        proc.wait(timeout=2.0)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.waitpid(proc.pid, 0)
+    except ChildProcessError:      # collected after all
+        pass
 
 
 def over_memory(pid: int, memory_mb: int) -> bool:
