@@ -26,6 +26,10 @@ variable                          default  meaning
 ``PTXLAB_GRADING_GPU``            1        ``0`` keeps the GPU out of the sandbox
 ``PTXLAB_PRESTART_KERNELS``       1        ``0``: start each notebook's kernel on demand
 ``PTXLAB_MAX_OUTPUT_KB``          1000     output a graded cell keeps, kB (images included)
+``PTXLAB_VERDICTS``               grader   ``grader``: every test cell's verdict is computed by
+                                           the grader from the answers the notebook hands back
+                                           (learner code never judges itself); ``notebook``:
+                                           the test cells decide, as in stock nbgrader
 ================================  =======  ===================================================
 """
 import os
@@ -52,11 +56,13 @@ c.Autograde.autograde_preprocessors = [
 # Links in a student's inbound submission are collected as links (and refused when graded),
 # never followed with the grader's rights.
 c.ExchangeFactory.collect = "ptxlab.grading.exchange.LinkSafeCollect"
+c.ExchangeFactory.release_feedback = "ptxlab.grading.exchange.LinkSafeReleaseFeedback"
 
 c.Execute.timeout = int(_env("PTXLAB_CELL_TIMEOUT_S", "120"))
 c.Execute.interrupt_on_timeout = True
 c.GradingExecute.kill_grace_s = 5
 c.GradingExecute.prestart_kernels = _env("PTXLAB_PRESTART_KERNELS", "1") == "1"
+c.GradingExecute.verdicts_by_grader = _env("PTXLAB_VERDICTS", "grader") != "notebook"
 
 c.SandboxedKernelManager.sandbox_mode = _env("PTXLAB_SANDBOX", "bwrap")
 c.SandboxedKernelManager.gpu = _env("PTXLAB_GRADING_GPU", "1") == "1"

@@ -145,3 +145,28 @@ def test_collect_copies_links_as_links(tmp_path):
     assert not (trudy / "ps1.ipynb").exists() and list(trudy.iterdir())[0].is_symlink()
     from ptxlab.grading.submission_files import submission_problems
     assert "symbolic links (ps1.ipynb)" in submission_problems(got.parent)[0]
+
+
+def test_release_feedback_refuses_links(tmp_path):
+    """A feedback folder holding a link (a page, or any file) releases nothing to that student;
+    the others' feedback goes out as usual."""
+    exchange = tmp_path / "exchange"
+    exchange.mkdir(mode=0o777)
+    exchange.chmod(0o777)
+    root = fixture_course.make_course(tmp_path / "course", exchange=exchange)
+    env = fixture_course.grading_env()
+    for student, link in (("alice", False), ("mallory", True), ("oscar", False)):
+        folder = root / "feedback" / student / "ps1"
+        folder.mkdir(parents=True)
+        (folder / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC")
+        (folder / "submission_secret.txt").write_text(f"secret-{student}")
+        if link:
+            (folder / "ps1.html").symlink_to(root / "source" / "ps1" / "ps1.ipynb")
+        else:
+            (folder / "ps1.html").write_text(f"<html>feedback of {student}</html>")
+    r = fixture_course.nbgrader(["release_feedback", "ps1"], root, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    released = list((exchange / fixture_course.COURSE_ID / "feedback").glob("*.html"))
+    texts = sorted(p.read_text() for p in released)
+    assert texts == ["<html>feedback of alice</html>", "<html>feedback of oscar</html>"], texts
+    assert "holds links" in r.stderr and "mallory" in r.stderr

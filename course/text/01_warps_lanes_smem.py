@@ -12,6 +12,17 @@
 # 4. banks.
 #
 # Every exercise has a `check` you can run as often as you like, and `.hint()` for a nudge.
+#
+# **How your work is graded.** When a class hands these notebooks in, the grader runs your
+# notebook in a sandbox, then asks it for your *answers*: the values your functions return on
+# inputs the grader picks for that run (new addresses, strides and data every time), your kernel
+# source, your choices. It judges them itself, outside your notebook, and launches your kernels
+# itself on data your code never saw, so a kernel must really move what it is given. The course
+# ships its own reference (the layout tables in `layouts`, the `emulator`, the exercises'
+# expected values in `ex`): use them freely to explore, but an answer cell that calls them (or
+# imports `ptxlab`, `os`, `importlib`, uses `exec`/`eval`/`__import__`/`open`, or `#include`s a
+# file other than the course's instruction headers) is flagged, and a person grades that
+# exercise. The `ex.<exercise>.check(...)` line in an answer cell is fine.
 
 # %%
 import numpy as np

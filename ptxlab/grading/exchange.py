@@ -1,12 +1,14 @@
-"""nbgrader's collect, with a submission's links copied as links, never as what they point at.
+"""nbgrader's collect and release_feedback, never following a link a student could have made.
 
 Students write the exchange's inbound folder. A link there (``ps1.ipynb`` pointing at the
 course's source notebook, say) is followed by stock ``nbgrader collect``, which runs as the
 grader: the target's content (solutions, hidden tests, another student's work) becomes the
 student's submission and comes back to them as feedback. Copied as a link, it stays a link in
 ``submitted/``, where ``ptxlab grade`` refuses it with a reason
-(:mod:`ptxlab.grading.submission_files`). ``autograder/nbgrader_config.py`` installs it with
-``c.ExchangeFactory.collect``.
+(:mod:`ptxlab.grading.submission_files`). Feedback goes back through the exchange the same way:
+a feedback page that is a link, or a feedback folder holding one, is not released (the student
+keeps no copy of what the link points at). ``autograder/nbgrader_config.py`` installs them with
+``c.ExchangeFactory.collect`` and ``c.ExchangeFactory.release_feedback``.
 """
 from __future__ import annotations
 
@@ -14,9 +16,21 @@ import os
 import shutil
 
 from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import ignore_patterns
 
-__all__ = ["LinkSafeCollect"]
+__all__ = ["LinkSafeCollect", "LinkSafeReleaseFeedback", "links_under"]
+
+
+def links_under(folder: str) -> list[str]:
+    """Every link (and the folder itself, if it is one) under ``folder``, never followed."""
+    if os.path.islink(folder):
+        return [folder]
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        found += [os.path.join(dirpath, n) for n in dirnames + filenames
+                  if os.path.islink(os.path.join(dirpath, n))]
+    return found
 
 
 def _size_without_links(folder: str) -> int:
@@ -56,3 +70,32 @@ class LinkSafeCollect(ExchangeCollect):
                     path = os.path.join(dirname, name)
                     if not os.path.islink(path):
                         os.chmod(path, (os.lstat(path).st_mode | 0o660) & 0o777)
+
+
+class LinkSafeReleaseFeedback(ExchangeReleaseFeedback):
+    """``nbgrader release_feedback`` that releases no student's feedback through a link."""
+
+    def copy_files(self):
+        import glob
+
+        refused = set()
+        for html in glob.glob(os.path.join(self.src_path, "*.html")):
+            folder = os.path.dirname(html)
+            links = links_under(folder)
+            if links:
+                refused.add(folder)
+                self.log.error("feedback in %s holds links (%s): not released; regenerate the "
+                               "feedback from a submission without links", folder,
+                               ", ".join(os.path.basename(l) for l in links[:5]))
+        if not refused:
+            return super().copy_files()
+        saved = self.src_path
+        kept = [h for h in glob.glob(os.path.join(saved, "*.html"))
+                if os.path.dirname(h) not in refused]
+        # nbgrader globs src_path: hand it the safe pages one folder at a time.
+        for folder in sorted({os.path.dirname(h) for h in kept}):
+            self.src_path = folder
+            try:
+                super().copy_files()
+            finally:
+                self.src_path = saved

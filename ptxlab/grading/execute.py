@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
@@ -44,8 +47,10 @@ from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import sandbox
 from .launch_services import service_socket, shutdown_launch_services, wants_service
+from . import verdicts
 from ..run.isolation import (LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV,
                              read_launch_log)
+from ..teach.exercises.base import GRADED_BY_GRADER_ENV
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
            "effective_launch_timeout", "BACKEND_NOTE_TAG"]
@@ -125,6 +130,9 @@ class SandboxedKernelManager(AsyncKernelManager):
                            help="the notebook cell's time limit (set by GradingExecute)")
     spare = Bool(False, help="started before its notebook is known: the kernel works in an "
                              "empty private folder that receives the notebook's files later")
+    graded_outside = Bool(True, help="the grader computes the verdicts from recorded answers "
+                                     "(set by GradingExecute): checks in the notebook only "
+                                     "say so")
 
     _private_dir: Path | None = None
 
@@ -160,7 +168,7 @@ class SandboxedKernelManager(AsyncKernelManager):
                   "memory_mode": self._memory_mode(),
                   # the sandbox's /tmp is a tmpfs: what is written there is memory too
                   "watch_tmp": self.sandbox_mode == "bwrap"}
-        launch_timeout = effective_launch_timeout(self.launch_timeout_s, self.cell_timeout_s)
+        launch_timeout = self.launch_timeout()
         if launch_timeout < self.launch_timeout_s:
             self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
                           "of %g s", launch_timeout, self.cell_timeout_s, self.launch_timeout_s)
@@ -177,12 +185,13 @@ class SandboxedKernelManager(AsyncKernelManager):
             TIMEOUT_ENV: f"{launch_timeout:g}",
             MEMORY_ENV: str(self.launch_memory_mb),
             LAUNCH_LOG_ENV: str(self.launch_log),
+            GRADED_BY_GRADER_ENV: "1" if self.graded_outside else "0",
         })
         if self.launch_gpu_memory_mb > 0:
             inner_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
         # The course and the exchange, the same for every kernel of the worker (so one launch
         # service serves them all), and the course this notebook's folder lies in.
-        configured = [Path(p) for p in self.hidden_paths] + self._configured_course_paths()
+        configured = self.service_hidden_paths()
         hidden = configured + _course_paths_of(workdir)
         service = self._launch_service_socket(env, configured, launch_timeout)
         if service:
@@ -201,12 +210,20 @@ class SandboxedKernelManager(AsyncKernelManager):
                              f"got {self.sandbox_mode!r}")
         return kernel_cmd, kw
 
+    def service_hidden_paths(self) -> list[Path]:
+        """What no launch service may see: the configured course, exchange and hidden paths."""
+        return [Path(p) for p in self.hidden_paths] + self._configured_course_paths()
+
+    def launch_timeout(self) -> float:
+        return effective_launch_timeout(self.launch_timeout_s, self.cell_timeout_s)
+
     def _launch_service_socket(self, env: dict[str, str], hidden: list[Path],
-                               launch_timeout: float) -> str | None:
-        """This worker's warm launch service, when it is wanted and can run."""
+                               launch_timeout: float, mode: str | None = None) -> str | None:
+        """This worker's warm launch service, when it is wanted (``mode``, default the
+        configured one) and can run."""
         if self.sandbox_mode not in ("bwrap", "none"):
             return None              # the error about the mode comes below
-        if not wants_service(self.launch_service, self.gpu):
+        if not wants_service(mode or self.launch_service, self.gpu):
             return None
         # No sandbox, so no private /tmp: the service's home is a folder of its own.
         service_env = (_sandbox_env(env) if self.sandbox_mode == "bwrap" else _sandbox_env(
@@ -310,6 +327,11 @@ class GradingExecute(Execute):
                            help="seconds a timed-out cell gets to stop after the interrupt")
     prestart_kernels = Bool(True, config=True,
                             help="start the next notebook's kernel while this one runs")
+    verdicts_by_grader = Bool(True, config=True,
+                              help="compute every test cell's verdict in the grader from the "
+                                   "answers the notebook hands back as data (learner code "
+                                   "never judges itself); off: the test cells' own outcome, "
+                                   "as stock nbgrader")
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
@@ -321,8 +343,10 @@ class GradingExecute(Execute):
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
-        if isinstance(km, SandboxedKernelManager) and self.timeout:
-            km.cell_timeout_s = float(self.timeout)
+        if isinstance(km, SandboxedKernelManager):
+            km.graded_outside = self.verdicts_by_grader
+            if self.timeout:
+                km.cell_timeout_s = float(self.timeout)
         return km
 
     def preprocess(self, nb: NotebookNode, resources=None, km=None):
@@ -347,6 +371,7 @@ class GradingExecute(Execute):
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
         launches: list[dict] = []
+        slots, seed, record = self._answer_slots(resources), verdicts.new_seed(), None
         with self.setup_kernel(cleanup_kc=True):
             assert self.kc
             info_msg = self.wait_for_reply(self.kc.kernel_info())
@@ -366,19 +391,131 @@ class GradingExecute(Execute):
                         if records:
                             _note_cell_backend(self.nb.cells[index], records)
                             launches.extend(records)
+            if slots:
+                record = self._harvest(slots, seed)
+        if slots:
+            self._judge(slots, seed, record, launches)
         _note_notebook_backend(self.nb, launches)
         self.set_widgets_metadata()
         return self.nb, self.resources
 
+    # -- verdicts by the grader ----------------------------------------------------------------
+
+    def _source_notebook(self, resources) -> Path | None:
+        """The instructor's version of this notebook (``source/``, else ``release/``)."""
+        info = (resources or {}).get("nbgrader") or {}
+        if not info.get("assignment") or not info.get("notebook"):
+            return None
+        from nbgrader.coursedir import CourseDirectory
+
+        cd = CourseDirectory(config=self.config)
+        for folder in (cd.source_directory, cd.release_directory):
+            path = Path(cd.format_path(folder, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
+            if path.is_file():
+                return path
+        return None
+
+    def _answer_slots(self, resources) -> list[verdicts.AnswerSlot]:
+        """What the test cells grade, resolved with the instructor's imports (the notebook's
+        own when the instructor's copy is not at hand)."""
+        if not self.verdicts_by_grader:
+            return []
+        source = self._source_notebook(resources)
+        self._trusted_sources = verdicts.trusted_cell_sources(source)
+        import nbformat
+
+        given = (verdicts.code_sources(nbformat.read(str(source), as_version=4))
+                 if source is not None else verdicts.code_sources(self.nb))
+        return verdicts.answer_slots(self.nb, verdicts.exercise_aliases(given))
+
+    def _harvest(self, slots: list[verdicts.AnswerSlot], seed: int) -> dict | None:
+        """Ask the notebook's kernel for its answers, as data; ``None`` when it cannot say."""
+        from nbformat.v4 import new_code_cell
+
+        self._harvest_problem = None
+        try:
+            if not run_sync(self.km.is_alive)():
+                self._harvest_problem = ("the notebook's kernel was lost before its answers "
+                                         "could be read (see the cell that stopped it)")
+                return None
+            cell = new_code_cell(verdicts.harvest_code(slots, seed))
+            self.nb.cells.append(cell)     # nbclient writes the cell back at its index
+            try:
+                self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
+            finally:
+                cell = self.nb.cells.pop()
+        except Exception as exc:   # a dead or stuck kernel, an error the notebook caused
+            self.log.warning("could not read the notebook's answers: %s", exc)
+            self._harvest_problem = (
+                f"reading the answers ran past the {self.timeout} s cell limit (is an answer "
+                "function very slow?)" if isinstance(exc, CellTimeoutError) else
+                f"reading the notebook's answers failed ({type(exc).__name__})")
+            return None
+        record = verdicts.read_record(cell.get("outputs", []), seed)
+        if record is None:
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            self._harvest_problem = (
+                "the notebook did not hand its answers back" + (
+                    f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})"
+                    if errors else " (did a cell replace the notebook's display machinery?)"))
+        return record
+
+    def _judge(self, slots: list[verdicts.AnswerSlot], seed: int, record: dict | None,
+               launches: list[dict]) -> None:
+        """Judge the answers here and write the verdicts into the test cells; the grader's
+        own kernel launches are added to ``launches``."""
+        log_dir = Path(tempfile.mkdtemp(prefix="ptxlab-verdict-"))
+        log_path, offset = log_dir / "launches.jsonl", 0
+        by_cell: dict[str, list[dict]] = {}
+
+        def collect(slot: verdicts.AnswerSlot) -> None:
+            nonlocal offset
+            records, offset = read_launch_log(log_path, offset)
+            by_cell.setdefault(slot.cell, []).extend(
+                {**r, "route": f"grader, {r.get('route', '')}".rstrip(", ")} for r in records)
+
+        try:
+            with self._grader_launches(log_path):
+                results = verdicts.judge_notebook(self.nb, slots, record, seed,
+                                                  getattr(self, "_trusted_sources", set()),
+                                                  on_judged=collect,
+                                                  lost=getattr(self, "_harvest_problem", None))
+        finally:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        verdicts.write_verdicts(self.nb, results, seed)
+        for cell in self.nb.cells:
+            records = by_cell.get(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"))
+            if records:
+                _note_cell_backend(cell, records)
+                launches.extend(records)
+
+    def _grader_launches(self, log_path: Path):
+        """Kernel answers launched by the grader go to its sandboxed launch service (always on
+        for this), or, where none can run, to an isolated child per launch."""
+        km = self.km if isinstance(self.km, SandboxedKernelManager) else self._new_manager("")
+        env = {"PTXLAB_ISOLATE": "1", TIMEOUT_ENV: f"{km.launch_timeout():g}",
+               MEMORY_ENV: str(km.launch_memory_mb), LAUNCH_LOG_ENV: str(log_path),
+               SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None}
+        try:
+            service = km._launch_service_socket(dict(os.environ), km.service_hidden_paths(),
+                                                km.launch_timeout(), mode="on")
+        except Exception as exc:
+            self.log.warning("no launch service for the grader's launches: %s", exc)
+            service = None
+        if service:
+            env[SERVICE_ENV] = service
+        return _environment(env)
+
     def _spare_key(self, nb: NotebookNode) -> str:
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name") or ""
         settings = {k: dict(self.config.get(k, {})) for k in ("SandboxedKernelManager",)}
-        return json.dumps([name, self.timeout, self.extra_arguments, settings], sort_keys=True,
-                          default=str)
+        return json.dumps([name, self.timeout, self.extra_arguments, settings,
+                           self.verdicts_by_grader], sort_keys=True, default=str)
 
     def _new_manager(self, kernel_name: str) -> SandboxedKernelManager:
         kw = {"kernel_name": kernel_name} if kernel_name else {}
         km = SandboxedKernelManager(config=self.config, **kw)
+        km.graded_outside = self.verdicts_by_grader
         if self.timeout:
             km.cell_timeout_s = float(self.timeout)
         return km
@@ -429,6 +566,18 @@ class GradingExecute(Execute):
                 later.outputs = [_error_output(
                     NOT_RUN, f"not run: the kernel was lost in an earlier cell ({why})")]
         self.log.warning("Kernel lost in cell %d: %s", index, why)
+
+
+@contextlib.contextmanager
+def _environment(changes: dict[str, str | None]) -> Iterator[None]:
+    """Set (or, for ``None``, remove) environment variables for the duration of a block."""
+    with mock.patch.dict(os.environ):
+        for key, value in changes.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["CheckOutcome", "StudentOutcome", "INFRASTRUCTURE", "read_outcome", "record_failure",
-           "failing_reasons", "other_cell_errors", "check_backends", "short_error"]
+           "failing_reasons", "other_cell_errors", "check_backends", "short_error",
+           "record_flags"]
 
 #: The status of a submission the machine failed to grade (never a 0: a rerun grades it).
 INFRASTRUCTURE = "infrastructure"
@@ -190,3 +191,33 @@ def record_failure(gradebook, assignment: str, student: str) -> None:
                 grade.auto_score = 0.0
                 grade.needs_manual_grade = True
     gradebook.db.commit()
+
+
+def record_flags(gradebook, course_root: Path, assignment: str, student: str,
+                 autograded_dir: str = "autograded") -> list[str]:
+    """Mark the grades the grader flagged (an answer that reaches the course's reference) as
+    needing a person, with the quoted line as the answer cell's comment; returns their ids."""
+    flagged = []
+    submission = gradebook.find_submission(assignment, student)
+    for nb in submission.notebooks:
+        path = Path(course_root) / autograded_dir / student / assignment / f"{nb.name}.ipynb"
+        if not path.exists():
+            continue
+        for cell in (_read_notebook(path) or {}).get("cells", []):
+            meta = cell.get("metadata", {})
+            verdict = meta.get("ptxlab", {}).get("verdict") or {}
+            grade_id = meta.get("nbgrader", {}).get("grade_id")
+            if not verdict.get("flagged") or not grade_id:
+                continue
+            grade = gradebook.find_grade(grade_id, nb.name, assignment, student)
+            grade.needs_manual_grade = True
+            flagged.append(grade_id)
+            note = "Flagged for manual grading: " + "; ".join(verdict["flagged"][:3])
+            for answer_cell in verdict.get("flagged_cells") or []:
+                try:
+                    comment = gradebook.find_comment(answer_cell, nb.name, assignment, student)
+                except Exception:          # not an answer cell nbgrader keeps comments for
+                    continue
+                comment.auto_comment = note[:2000]
+    gradebook.db.commit()
+    return flagged

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..run import sources
 from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_failure,
-                      short_error)
+                      record_flags, short_error)
 from .submission_files import read_timestamp, submission_problems
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
@@ -121,6 +121,9 @@ class SubmissionGrader:
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             if not result["success"]:
                 record_failure(gb, self.assignment, student)
+            else:
+                record_flags(gb, self.course_root, self.assignment, student,
+                             autograded_dir=self.coursedir.autograded_directory)
             outcome.score, outcome.max_score, outcome.checks = read_outcome(
                 gb, self.course_root, self.assignment, student,
                 autograded_dir=self.coursedir.autograded_directory)

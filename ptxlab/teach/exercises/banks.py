@@ -19,7 +19,7 @@ from ...model.shared_tiles import CHUNK_BYTES, SharedTileLayout
 from .. import checks, render
 from ..checks import CheckResult, LaneDiff
 from . import tiles
-from .base import HIDDEN_SEED, ChoiceExercise, Exercise, FragmentExercise, FunctionExercise
+from .base import hidden_rng, ChoiceExercise, Exercise, FragmentExercise, FunctionExercise
 from .kernel_exercise import KernelExercise, launch_for_check
 
 #: One wavefront serves 128 bytes: 8 chunk-sized groups of 4 banks.
@@ -320,7 +320,7 @@ class SwizzledAddressExercise(Exercise):
                                f"({', '.join(self.arg_names)})", status="invalid")
         tasks = list(self.visible())
         if hidden:
-            tasks += self.hidden_cases(np.random.default_rng(HIDDEN_SEED))
+            tasks += self.hidden_cases(hidden_rng())
         try:
             results = [self._one(answer, t) for t in tasks]
         except checks._Unfinished:

@@ -11,7 +11,10 @@ Every exercise offers the same three calls, so a notebook reads the same everywh
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,8 +22,43 @@ import numpy as np
 from .. import checks
 from ..checks import AddressTask, CheckResult
 
-#: Seed of the hidden cases: fixed, so a grade can be reproduced.
+#: Seed of the hidden cases in self-study: fixed, so a learner's result can be reproduced. The
+#: grader draws a fresh seed for every notebook it grades (:func:`grading_seed`).
 HIDDEN_SEED = 20261122
+#: Set in a graded notebook's kernel: verdicts are computed by the grader, outside the notebook,
+#: from the answers it records, so ``check`` and ``grade`` there only say so.
+GRADED_BY_GRADER_ENV = "PTXLAB_GRADED_OUTSIDE"
+
+_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("ptxlab_hidden_seed",
+                                                                  default=None)
+
+
+@contextlib.contextmanager
+def grading_seed(seed: int) -> Iterator[None]:
+    """Hidden cases (and the values kernels are fed) drawn from ``seed`` instead of the fixed
+    self-study seed: inputs no answer could have been written for."""
+    token = _SEED.set(int(seed))
+    try:
+        yield
+    finally:
+        _SEED.reset(token)
+
+
+def hidden_rng() -> np.random.Generator:
+    """The generator of the hidden cases: the grading run's seed, else :data:`HIDDEN_SEED`."""
+    seed = _SEED.get()
+    return np.random.default_rng(HIDDEN_SEED if seed is None else seed)
+
+
+def fresh_rng() -> np.random.Generator | None:
+    """A generator for inputs chosen fresh by the grader, or ``None`` outside grading."""
+    seed = _SEED.get()
+    return None if seed is None else np.random.default_rng([seed, 1])
+
+
+def graded_outside() -> bool:
+    """True in a notebook the grader runs: the verdicts are computed outside it."""
+    return os.environ.get(GRADED_BY_GRADER_ENV) == "1"
 
 
 @dataclass
@@ -45,8 +83,12 @@ class Exercise:
                                f"checking your answer raised {type(exc).__name__}: {exc}",
                                status="error")
 
-    def check(self, answer, *, quiet: bool = False) -> CheckResult:
+    def check(self, answer, *, quiet: bool = False) -> CheckResult | None:
         """Check ``answer`` on the visible cases and print what to fix."""
+        if graded_outside():
+            if not quiet:
+                print(f"{self.title}: the grader checks this answer (see the test cell below)")
+            return None
         result = self._safe_evaluate(answer, False)
         if not quiet:
             print(result.report())
@@ -56,7 +98,14 @@ class Exercise:
         return result
 
     def grade(self, answer, hidden: bool = False) -> None:
-        """For test cells: silent on success, ``AssertionError`` with the report otherwise."""
+        """For test cells: silent on success, ``AssertionError`` with the report otherwise.
+
+        In a graded notebook this only says that the grader computes the verdict: it records
+        the answer's values on inputs of its own choosing and compares them outside the
+        notebook, so nothing in the notebook can change a grade."""
+        if graded_outside():
+            print(f"{self.title}: your answer was recorded; the grader checks it")
+            return
         result = self._safe_evaluate(answer, hidden)
         if not result.passed:
             raise AssertionError(result.report())
@@ -87,7 +136,7 @@ class AddressExercise(Exercise):
     def tasks(self, hidden: bool) -> list[AddressTask]:
         tasks = list(self.visible())
         if hidden:
-            tasks += self.hidden_cases(np.random.default_rng(HIDDEN_SEED))
+            tasks += self.hidden_cases(hidden_rng())
         return tasks
 
     def evaluate(self, answer, hidden: bool = False) -> CheckResult:
@@ -172,7 +221,7 @@ class FunctionExercise(Exercise):
                                status="invalid")
         inputs = list(self.visible())
         if hidden:
-            inputs += self.hidden_cases(np.random.default_rng(HIDDEN_SEED))
+            inputs += self.hidden_cases(hidden_rng())
         try:
             lv = checks.evaluate_lanes(answer, inputs)
         except checks._Unfinished:

@@ -4,13 +4,13 @@ emulator's, lane by lane."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .. import checks
 from ..checks import CheckResult
-from .base import HIDDEN_SEED, Exercise
+from .base import Exercise, fresh_rng, hidden_rng
 
 
 @dataclass
@@ -33,6 +33,24 @@ class KernelRun:
     describe_value: Callable[[int], str] | None = None
     elem_bits: int = 16
     unit: str = "reg"
+
+    def with_fresh_values(self, rng: np.random.Generator) -> "KernelRun":
+        """The same launch with every 16-bit input element renamed by a random permutation
+        (and the expected registers renamed alike), so no kernel can write its output from
+        memory: it must move the values it is given. Only a run whose kernel moves 16-bit
+        elements without computing on them (its values are named by ``describe_value``) is
+        renamed; any other run is returned as it is."""
+        if type(self) is not KernelRun or self.elem_bits != 16 or self.describe_value is None:
+            return self
+        perm = rng.permutation(1 << 16).astype(np.uint16)
+        inverse = np.argsort(perm).astype(np.uint16)
+        args = [perm[a] if isinstance(a, np.ndarray) and a.dtype == np.uint16 else a
+                for a in self.args]
+        halves = np.ascontiguousarray(self.expected, dtype=np.uint32).view(np.uint16)
+        expected = perm[halves].view(np.uint32).reshape(np.shape(self.expected))
+        describe = self.describe_value
+        return replace(self, args=args, expected=expected,
+                       describe_value=lambda v: describe(int(inverse[int(v) & 0xFFFF])))
 
 
 def _first_lines(text: str, n: int = 8) -> str:
@@ -139,7 +157,11 @@ class KernelExercise(Exercise):
             return problem
         runs = list(self.visible())
         if hidden:
-            runs += self.hidden_cases(np.random.default_rng(HIDDEN_SEED))
+            runs += self.hidden_cases(hidden_rng())
+        fresh = fresh_rng()
+        if fresh is not None:          # graded: values no answer could have been written for
+            runs = [run.with_fresh_values(fresh) if hasattr(run, "with_fresh_values") else run
+                    for run in runs]
         results = []
         for run in runs:
             results.append(self.run_case(answer, run))

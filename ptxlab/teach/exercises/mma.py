@@ -632,7 +632,8 @@ tile_kernel = TileKernelExercise(
     title="kernel: one warp computes a 16x8 tile (ldmatrix -> mma -> store)",
     kernel_name=TILE_KERNEL_NAME,
     visible=lambda: [tile_run(1, 16, 8, "tile 1")],
-    hidden_cases=lambda rng: [tile_run(2, 24, 16, "tile 2"), tile_run(3, 40, 24, "tile 3")],
+    hidden_cases=lambda rng: [tile_run(int(rng.integers(2, 1 << 30)), 24, 16, "tile 2"),
+                              tile_run(int(rng.integers(2, 1 << 30)), 40, 24, "tile 3")],
     advice_for=(
         (lambda src: ".trans" not in src and "x2_trans" not in src and "<true>" not in src,
          "B is stored row-major in sb: its ldmatrix needs .trans"),

@@ -1,0 +1,164 @@
+"""Verdicts from answers as data: record in the notebook, judge in the grader, flag reference use.
+
+The end-to-end class is ``tests/test_grading_attacks.py``; these are the parts, fast.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ptxlab.grading import reference_use, verdicts
+from ptxlab.teach.answers import AnswerSlot, judge, record_answers
+from ptxlab.teach.exercises.base import grading_seed, hidden_rng
+
+LD = "ptxlab.teach.exercises.ldmatrix"
+RECEIVE = AnswerSlot("receive_tests", LD, "receive", "receive", True)
+ROWS = AnswerSlot("rows_tests", LD, "a_operand_rows", "a_operand_rows", True)
+
+
+def receive(lane, reg, half):
+    return reg, lane // 4, 2 * (lane % 4) + half
+
+
+def a_operand_rows(lane, base, stride):
+    return base + (lane % 16) * stride + (lane // 16) * 16
+
+
+def _through_json(record: dict) -> dict:
+    return json.loads(json.dumps(record))
+
+
+def test_right_answers_pass_and_wrong_ones_fail_with_the_checks_words():
+    ns = {"receive": receive, "a_operand_rows": a_operand_rows}
+    record = _through_json(record_answers(ns, [RECEIVE, ROWS], seed=11))
+    assert judge(RECEIVE, record, 11).passed and judge(ROWS, record, 11).passed
+
+    def swapped(lane, base, stride):          # the known mistake: halves exchanged
+        return base + (lane % 16) * 16 + (lane // 16) * stride
+    wrong = _through_json(record_answers({"a_operand_rows": swapped}, [ROWS], seed=11))
+    verdict = judge(ROWS, wrong, 11)
+    from ptxlab.exercises import ldmatrix as ex
+    with grading_seed(11):
+        direct = ex.a_operand_rows.evaluate(swapped, hidden=True)
+    assert not verdict.passed and verdict.message == direct.message
+    assert verdict.advice == direct.advice
+
+
+def test_a_record_for_another_seed_answers_nothing():
+    """Hidden inputs are drawn per grading run: answers recorded for other inputs are wrong."""
+    record = _through_json(record_answers({"a_operand_rows": a_operand_rows}, [ROWS], seed=1))
+    record["seed"] = 2
+    assert not judge(ROWS, record, 2).passed
+    with grading_seed(1):
+        first = hidden_rng().integers(1 << 30)
+    with grading_seed(2):
+        assert hidden_rng().integers(1 << 30) != first
+
+
+def test_only_data_leaves_the_notebook():
+    class Always:
+        def __eq__(self, other):
+            return True
+
+        def __int__(self):
+            return 0
+
+    record = _through_json(record_answers({"receive": lambda l, r, h: Always()}, [RECEIVE], 3))
+    result = judge(RECEIVE, record, 3)
+    assert not result.passed and "returned <" in result.report()
+
+
+def test_raised_and_missing_answers():
+    def broken(lane, reg, half):
+        raise ZeroDivisionError("oops")
+
+    record = _through_json(record_answers({"receive": broken}, [RECEIVE], 5))
+    result = judge(RECEIVE, record, 5)
+    assert not result.passed and "ZeroDivisionError" in result.report()
+    assert "no `receive`" in judge(RECEIVE, _through_json(record_answers({}, [RECEIVE], 5)), 5).message
+    assert "no answer reached the grader" in judge(RECEIVE, None, 5).message
+    record = _through_json(record_answers({"receive": receive}, [RECEIVE], 5))
+    key = next(iter(record["answers"]))
+    record["answers"][key]["calls"] = dict(list(record["answers"][key]["calls"].items())[:10])
+    assert not judge(RECEIVE, record, 5).passed          # unanswered questions count as wrong
+
+
+def test_kernels_get_fresh_values_so_a_table_fails():
+    from ptxlab.teach.exercises.ldmatrix import a_operand_expected, a_operand_run
+
+    run = a_operand_run(24)
+    fresh = run.with_fresh_values(np.random.default_rng(7))
+    assert not np.array_equal(fresh.args[0], run.args[0])
+    assert not np.array_equal(fresh.expected, a_operand_expected(24))
+    # the same move of values: renaming commutes with the load
+    v = int(fresh.args[0][5 * 16 + 3])
+    assert fresh.describe_value(v) == "A[5][3]"
+
+
+def _cell(source, grade_id=None, solution=False, grade=False):
+    meta = {"nbgrader": {"grade_id": grade_id, "solution": solution, "grade": grade}} \
+        if grade_id else {}
+    return {"cell_type": "code", "source": source, "metadata": meta, "outputs": []}
+
+
+SETUP = "from ptxlab import layouts, widgets\nfrom ptxlab.exercises import ldmatrix as ex\n"
+
+
+def _flags(*cells):
+    nb_cells = [_cell(SETUP), *cells,
+                _cell("ex.receive.grade(receive)", "receive_tests", grade=True)]
+    ref = reference_use.reference_names([SETUP])
+    return reference_use.flagged_answers(nb_cells, {SETUP}, ref,
+                                         {"receive": len(nb_cells) - 1})
+
+
+def test_reference_names_are_the_reference_modules():
+    ref = reference_use.reference_names([SETUP])
+    assert set(ref) == {"layouts", "ex"}          # widgets is a helper
+
+
+@pytest.mark.parametrize("source", [
+    "def receive(lane, reg, half):\n    return layouts.ldmatrix_fragment(4).element(lane, reg, half)\n",
+    "def receive(lane, reg, half):\n    return ex.receive.visible()[0][0].element(lane, reg, half)\n",
+    "def receive(lane, reg, half):\n    m = __import__('ptx' + 'lab')\n    return 0, 0, 0\n",
+    "import importlib\ndef receive(lane, reg, half):\n    return 0, 0, 0\n",
+    "res = ex.receive.check(lambda *a: (0, 0, 0))\ndef receive(lane, reg, half):\n    return 0, 0, 0\n",
+    "def receive(lane, reg, half):\n    return receive.__globals__['layouts']\n",
+])
+def test_reaching_the_reference_is_flagged(source):
+    flags = _flags(_cell(source, "receive", solution=True))
+    assert "receive" in flags and flags["receive"][0].line >= 1
+
+
+def test_checks_hints_and_widgets_are_not_flagged():
+    flags = _flags(_cell("def receive(lane, reg, half):\n    return reg, lane // 4, 0\n"
+                         "ex.receive.check(receive);\nex.receive.hint()\n", "receive", solution=True),
+                   _cell("widgets.FragmentMap(num=4, lane=3, formula=receive)\n"))
+    assert flags == {}
+
+
+def test_a_helper_cell_taints_the_answer_that_uses_it():
+    helper = _cell("def table(lane, reg, half):\n    return layouts.ldmatrix_fragment(4).element(lane, reg, half)\n")
+    answer = _cell("def receive(lane, reg, half):\n    return table(lane, reg, half)\n",
+                   "receive", solution=True)
+    flags = _flags(helper, answer)
+    assert "receive" in flags and "layouts" in flags["receive"][0].text
+
+
+def test_kernel_includes():
+    assert reference_use.include_findings('#include "ldmatrix.cuh"\n#include <cuda_fp16.h>\n') == []
+    for src in ('#include "reference/ldmatrix_ref.cu"\n', '#define F "x.cu"\n#include F\n',
+                '  #  include "../../source/02_ldmatrix/02_ldmatrix.ipynb"\n'):
+        assert reference_use.include_findings(src), src
+
+
+def test_slots_come_from_the_test_cells_and_the_instructors_imports():
+    nb = {"cells": [_cell(SETUP),
+                    _cell("ex.receive.grade(receive)\n### BEGIN HIDDEN TESTS\n"
+                          "ex.receive.grade(receive, hidden=True)\n### END HIDDEN TESTS\n",
+                          "receive_tests", grade=True)]}
+    slots = verdicts.answer_slots(nb, verdicts.exercise_aliases([SETUP]))
+    assert slots == [AnswerSlot("receive_tests", LD, "receive", "receive", False),
+                     AnswerSlot("receive_tests", LD, "receive", "receive", True)]
