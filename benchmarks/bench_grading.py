@@ -13,6 +13,11 @@ hangs, so stock nbgrader finishes), copies it into separate course roots, and in
 * the whole class, and the first 25/50/... students of it, with ``ptxlab grade ps1`` (parallel
   workers, sandboxed kernels, every kernel launch isolated).
 
+Then the same for a class of ``--course-n`` submissions of the course's own ``02_ldmatrix``
+(solutions, blanks and the usual wrong answers), where ``ptxlab grade`` computes every verdict
+in the grader from the answers the notebooks hand back (``ps1``'s tests are plain code, which
+the notebook still judges).
+
 It prints both times, their ratio and the cost per submission at each class size, checks that
 both graders gave every student the same score, and writes ``BENCH.md`` and ``bench.json``.
 """
@@ -34,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "grading"))
 sys.path.insert(0, str(REPO / "tests" / "submissions"))
+import attacks  # noqa: E402
 import cases as corpus  # noqa: E402
 import course as fixture_course  # noqa: E402
 
@@ -92,11 +98,11 @@ def course_copy(template: Path, dest: Path, roster: list[tuple[str, corpus.Case]
     return dest
 
 
-def scores(root: Path) -> dict[str, float]:
+def scores(root: Path, assignment: str = ASSIGNMENT) -> dict[str, float]:
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", fixture_course.COURSE_ID) as gb:
         return {s.student.id: float(s.score or 0.0)
-                for s in gb.find_assignment(ASSIGNMENT).submissions}
+                for s in gb.find_assignment(assignment).submissions}
 
 
 def time_run(cmd: list[str], cwd: Path, env: dict[str, str], label: str) -> float:
@@ -127,7 +133,7 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def run(n: int, sizes: list[int], workers: int, base: Path) -> dict:
+def run(n: int, sizes: list[int], workers: int, base: Path, course_n: int = 0) -> dict:
     env = clean_env()
     roster = class_roster(n)
     print(f"class of {n}: " + ", ".join(
@@ -145,6 +151,7 @@ def run(n: int, sizes: list[int], workers: int, base: Path) -> dict:
             [sys.executable, "-m", "ptxlab.cli", "grade", ASSIGNMENT, "--quiet",
              "--workers", str(workers)], root, env,
             f"ptxlab grade --workers {workers}, {size} submissions")
+    course = run_course_class(course_n, workers, base, env) if course_n else None
     load_after = load_average()
 
     stock_scores = scores(stock_root)
@@ -174,7 +181,63 @@ def run(n: int, sizes: list[int], workers: int, base: Path) -> dict:
         "scores_agree": not differ,
         "score_differences": differ,
         "mean_score": round(statistics.mean(ours.values()), 2) if ours else None,
+        "course_class": course,
     }
+
+
+#: The course-assignment class, cycled: (kind, how many in every 10 students).
+COURSE_MIX = [("solution", 7), ("blank", 1), ("wrong_receive", 1), ("wrong_kernel", 1)]
+
+
+def _course_notebook(kind: str, released: dict, solved: dict) -> dict:
+    nb = json.loads(json.dumps(released if kind == "blank" else solved))
+    for cell in nb["cells"]:
+        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if kind == "wrong_receive" and gid == "receive":
+            cell["source"] = src.replace("2 * (lane % 4) + half", "2 * (lane % 4)")
+        if kind == "wrong_kernel" and gid == "a_operand_kernel":
+            cell["source"] = src.replace("(lane / 16) * 16", "(lane / 16) * 8")
+    return nb
+
+
+def run_course_class(n: int, workers: int, base: Path, env: dict[str, str]) -> dict:
+    """Stock nbgrader and ``ptxlab grade`` on ``n`` submissions of ``02_ldmatrix``."""
+    assignment = attacks.ASSIGNMENT
+    template = base / "course-template"
+    (template / "source").mkdir(parents=True)
+    shutil.copytree(REPO / "course" / "source" / assignment, template / "source" / assignment)
+    write_config(template)
+    r = fixture_course.nbgrader(["generate_assignment", assignment], template, env)
+    if r.returncode != 0:
+        raise SystemExit(f"nbgrader generate_assignment failed:\n{r.stderr[-3000:]}")
+    released, solved = attacks.notebooks(template)
+    cycle = [kind for kind, weight in COURSE_MIX for _ in range(weight)]
+    roster = [(f"s{i:03d}", cycle[(i * 7) % len(cycle)]) for i in range(n)]
+    times, roots = {}, {}
+    for grader in ("stock", "ptxlab"):
+        root = base / f"course-{grader}"
+        shutil.copytree(template, root)
+        write_config(root)
+        for student, kind in roster:
+            folder = root / "submitted" / student / assignment
+            folder.mkdir(parents=True)
+            (folder / attacks.NOTEBOOK).write_text(json.dumps(_course_notebook(kind, released, solved)))
+            (folder / "timestamp.txt").write_text("2026-11-23 09:00:00.000000 UTC")
+        cmd = ([sys.executable, "-m", "nbgrader", "autograde", assignment] if grader == "stock"
+               else [sys.executable, "-m", "ptxlab.cli", "grade", assignment, "--quiet",
+                     "--workers", str(workers)])
+        times[grader] = time_run(cmd, root, env, f"{grader} on {n} submissions of {assignment}")
+        roots[grader] = root
+    got = {g: scores(roots[g], assignment) for g in roots}
+    differ = {s: (got["stock"].get(s), got["ptxlab"].get(s))
+              for s in sorted(set(got["stock"]) | set(got["ptxlab"]))
+              if got["stock"].get(s) != got["ptxlab"].get(s)}
+    return {"assignment": assignment, "submissions": n,
+            "mix": {k: sum(kind == k for _, kind in roster) for k, _ in COURSE_MIX},
+            "stock_s": round(times["stock"], 2), "ptxlab_s": round(times["ptxlab"], 2),
+            "ratio": round(times["stock"] / times["ptxlab"], 2),
+            "scores_agree": not differ, "score_differences": differ}
 
 
 def _sandbox_in_use() -> str:
@@ -243,13 +306,35 @@ def write_report(result: dict, out: Path) -> Path:
         "",
         "Both graders gave every student the same score." if result["scores_agree"] else
         f"Scores differ for: {result['score_differences']}",
+    ]
+    course = result.get("course_class")
+    if course:
+        lines += [
+            "", f"## A class of the course's own `{course['assignment']}`", "",
+            f"{course['submissions']} submissions ({', '.join(f'{v} {k}' for k, v in course['mix'].items())}), "
+            "graded in the same run. Here `ptxlab grade` computes every verdict in the grader: "
+            "the notebook runs in the sandbox, hands back its answers as data (each function's "
+            "values on inputs drawn for this run, each kernel's source), and the grader judges "
+            "them and launches the kernels itself.", "",
+            "| grader | submissions | wall time | per submission |",
+            "| --- | ---: | ---: | ---: |",
+            f"| stock nbgrader autograde | {course['submissions']} | {course['stock_s']:.1f} s | "
+            f"{course['stock_s'] / course['submissions']:.3f} s |",
+            f"| ptxlab grade | {course['submissions']} | {course['ptxlab_s']:.1f} s | "
+            f"{course['ptxlab_s'] / course['submissions']:.3f} s |", "",
+            f"**{course['ratio']:.2f}x** faster than stock nbgrader. "
+            + ("Both graders gave every student the same score." if course["scores_agree"]
+               else f"Scores differ for: {course['score_differences']}"),
+        ]
+    lines += [
         "",
         f"Class: {', '.join(f'{v} {k}' for k, v in result['mix'].items())}.",
         "",
         f"Load average before/after: {m['load_average_before']} / {m['load_average_after']} "
         "(other work on the machine slows both graders).",
         "",
-        "Reproduce: `python benchmarks/bench_grading.py` (options: `--n`, `--sizes`, `--workers`).",
+        "Reproduce: `python benchmarks/bench_grading.py` (options: `--n`, `--sizes`, "
+        "`--workers`, `--course-n`).",
     ]
     path = out / "BENCH.md"
     path.write_text("\n".join(lines) + "\n")
@@ -264,9 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="25,50",
                         help="smaller class sizes also graded by ptxlab grade (default 25,50)")
     parser.add_argument("--workers", type=int, default=default_workers(),
-                        help="ptxlab grade workers (default: the cores available)")
+                        help="ptxlab grade workers (default: one more than the cores available)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "grading",
                         help="where BENCH.md and bench.json go")
+    parser.add_argument("--course-n", type=int, default=40,
+                        help="submissions of the course's 02_ldmatrix also graded (0: none)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="build the course roots in this folder and keep them")
     args = parser.parse_args(argv)
@@ -276,15 +363,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep.exists():
             shutil.rmtree(args.keep)
         args.keep.mkdir(parents=True)
-        result = run(args.n, sizes, args.workers, args.keep)
+        result = run(args.n, sizes, args.workers, args.keep, args.course_n)
     else:
         with tempfile.TemporaryDirectory(prefix="ptxlab-bench-grading-") as tmp:
-            result = run(args.n, sizes, args.workers, Path(tmp))
+            result = run(args.n, sizes, args.workers, Path(tmp), args.course_n)
     path = write_report(result, args.out)
     print(f"stock nbgrader autograde: {result['stock_s']:.1f} s, ptxlab grade: "
           f"{result['ptxlab_s']:.1f} s, ratio {result['ratio']:.2f}x")
     print("per submission (ptxlab grade): " + ", ".join(
         f"{k}: {v:.3f} s" for k, v in result["per_submission_s"]["ptxlab"].items()))
+    course = result.get("course_class")
+    if course:
+        print(f"{course['assignment']}: stock {course['stock_s']:.1f} s, ptxlab grade "
+              f"{course['ptxlab_s']:.1f} s, ratio {course['ratio']:.2f}x, scores agree: "
+              f"{course['scores_agree']}")
     print(f"scores agree: {result['scores_agree']}; report: {path}")
     return 0
 

@@ -162,3 +162,38 @@ def test_slots_come_from_the_test_cells_and_the_instructors_imports():
     slots = verdicts.answer_slots(nb, verdicts.exercise_aliases([SETUP]))
     assert slots == [AnswerSlot("receive_tests", LD, "receive", "receive", False),
                      AnswerSlot("receive_tests", LD, "receive", "receive", True)]
+
+
+def test_every_kernel_exercise_gets_values_no_table_can_hold():
+    """For each kernel exercise of the course, every hidden run's inputs change with the grading
+    seed (every kernel test cell has a hidden call, so a table fails the cell), and the course's
+    solution still passes on them."""
+    import nbformat
+
+    from ptxlab.teach.course_cases import solution_kernels
+    from ptxlab.teach.course_notebooks import COURSE_DIR, assignments, notebook_path
+
+    kernels = solution_kernels()
+    hidden_calls = set()
+    for name in assignments(COURSE_DIR):
+        nb = nbformat.read(str(notebook_path(name, COURSE_DIR)), as_version=4)
+        aliases = verdicts.exercise_aliases(verdicts.code_sources(nb))
+        hidden_calls |= {(s.module, s.attr) for s in verdicts.answer_slots(nb, aliases)
+                         if s.hidden}
+    for notebook, exercise, source in kernels:
+        module = type(exercise).__module__
+        attr = exercise.key.split(".")[-1]
+        assert any(a == attr for _, a in hidden_calls), (notebook, exercise.key)
+        visible = len(exercise.visible())
+        inputs = []
+        for seed in (101, 202):
+            with grading_seed(seed):
+                runs = exercise.runs(hidden=True)[visible:]
+                inputs.append([np.concatenate([np.asarray(a).ravel().view(np.uint8)
+                                               for a in r.args if isinstance(a, np.ndarray)])
+                               for r in runs])
+        assert inputs[0], exercise.key
+        for label, (a, b) in enumerate(zip(*inputs)):
+            assert not np.array_equal(a, b), (exercise.key, label)
+        with grading_seed(303):
+            assert exercise.evaluate(source, hidden=True).passed, (module, exercise.key)

@@ -1,7 +1,7 @@
 """``ptxlab grade ASSIGNMENT``: autograde every collected submission, in parallel, resumably.
 
 Run it in the course root (or pass ``--course``). It grades what is not graded yet with
-``--workers`` processes (default: the cores available), shows a progress bar, and writes
+``--workers`` processes (default: one more than the cores available), shows a progress bar, and writes
 ``grading/<assignment>/grades.csv``, ``summary.md`` and ``scores.png``. Interrupt it at any time:
 the next run continues where it stopped. Before anyone is graded, a preflight starts one
 sandboxed kernel and one kernel launch as grading will (:mod:`ptxlab.grading.preflight`).
@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=Path("."),
                         help="course root holding nbgrader_config.py (default: this folder)")
     parser.add_argument("--workers", type=int, default=default_workers(),
-                        help=f"parallel grading processes (default: the cores available, {default_workers()})")
+                        help=f"parallel grading processes (default: one more than the cores "
+                             f"available, {default_workers()})")
     parser.add_argument("--student", action="append", dest="students", metavar="ID",
                         help="grade only this student (repeatable)")
     parser.add_argument("--force", action="store_true",
@@ -42,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "launch before anyone is graded")
 
 
+class PreflightFailed(RuntimeError):
+    """The grading kernel or its probe launch did not work: nobody is graded."""
+
+
 def run(args: argparse.Namespace) -> int:
     course = args.course.resolve()
     if not (course / "nbgrader_config.py").exists() and not (course / "source").is_dir():
@@ -51,23 +56,28 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print(f"--workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
-    if not args.no_preflight:
+    def preflight() -> None:
+        """While the workers start: one sandboxed kernel and one launch, as grading does."""
         check = run_preflight(course, args.grading_config)
         if not check.ok:
-            print(f"ptxlab grade: nobody was graded. Preflight: {check.problem}", file=sys.stderr)
-            return 2
+            raise PreflightFailed(check.problem)
         how = " through the warm launch service" if check.route == "service" else ""
         print(f"preflight: a grading kernel started and ran a probe launch on {check.where}"
               f"{how} in {check.seconds:.1f} s", file=sys.stderr)
         if check.warning:
             print(f"preflight warning: {check.warning}", file=sys.stderr)
+
     opts = BatchOptions(course_root=course, assignment=args.assignment, workers=args.workers,
                         force=args.force, retry_failed=args.retry_failed,
                         submission_timeout_s=args.submission_timeout,
                         grading_config=args.grading_config, students=args.students,
-                        progress=None if args.quiet else sys.stderr)
+                        progress=None if args.quiet else sys.stderr,
+                        before_grading=None if args.no_preflight else preflight)
     try:
         result = grade_batch(opts)
+    except PreflightFailed as exc:
+        print(f"ptxlab grade: nobody was graded. Preflight: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, BatchBusy) as exc:
         print(f"ptxlab grade: {exc}", file=sys.stderr)
         return 2

@@ -214,8 +214,9 @@ ATTACKS: list[Attack] = [
            files=_link(NOTEBOOK, lambda folder, root: root / "submitted" / "good_solution" /
                        ASSIGNMENT / NOTEBOOK),
            zero=TESTS, refused=True, reason="link"),
-    Attack("link_to_solutions", "a link in the submission to the instructor's source notebook",
-           files=_link("notes.ipynb", lambda folder, root: root / "source" / ASSIGNMENT / NOTEBOOK),
+    Attack("link_to_solutions", "a file of the submission that is a link to the instructor's "
+           "source notebook (copied beside the notebook, it can be printed into the feedback)",
+           files=_link("notes.txt", lambda folder, root: root / "source" / ASSIGNMENT / NOTEBOOK),
            zero=TESTS, refused=True, reason="link"),
     Attack("read_solutions", "the notebook reads the source notebook, the gradebook and the "
            "other submissions by their absolute paths",

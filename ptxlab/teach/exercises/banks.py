@@ -10,7 +10,7 @@ is the one the capstone kernels use (:class:`ptxlab.model.shared_tiles.SharedTil
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -656,6 +656,16 @@ class RoundtripRun:
     block: tuple = (32,)
     out_index: int = 2
     compare: tuple = (2, 3, 4)
+    offset: int = 0           # added to every element id (a multiple of 8, so chunks stay whole)
+
+    def with_fresh_values(self, rng: np.random.Generator) -> "RoundtripRun":
+        """The same launch with the ids shifted by a random multiple of 8: a kernel must move
+        the values it is given (a table of the usual ids fails), and every check still reads
+        a chunk's id from its first element."""
+        offset = 8 * int(rng.integers(1, (65536 - self.rows * A_TILE_COLS) // 8))
+        args = list(self.args)
+        args[0] = (np.arange(self.rows * A_TILE_COLS) + offset).astype(np.uint16)
+        return replace(self, args=args, offset=offset)
 
 
 def roundtrip_run(rows: int) -> RoundtripRun:
@@ -685,7 +695,7 @@ class SwizzleKernelExercise(KernelExercise):
         if isinstance(res, CheckResult):
             return res
         device = res.device
-        dump = np.asarray(res.outputs[4]).reshape(-1, 8).astype(np.int64)
+        dump = np.asarray(res.outputs[4]).reshape(-1, 8).astype(np.int64) - run.offset
         # 1. every 16-byte chunk of the tile is somewhere in shared memory, exactly once
         ids = dump[:, 0]
         whole = (dump == ids[:, None] + np.arange(8)).all(axis=1) & (ids % 8 == 0)
@@ -704,10 +714,12 @@ class SwizzleKernelExercise(KernelExercise):
                                        "give every chunk a 16-byte slot of its own"])
         # 2. the registers: exactly what the emulator reads from the plain tile
         regs = np.asarray(res.outputs[2]).view(np.uint32).reshape(pieces, 32, 4)
-        exp = roundtrip_expected(rows)
+        halves = roundtrip_expected(rows).astype(np.uint32).view(np.uint16)
+        exp = (halves + np.uint16(run.offset)).view(np.uint32)
         for p, (row0, chunk0) in enumerate(_pieces(rows, A_TILE_COLS // 8)):
             r = checks.check_kernel_outputs(self.title, regs[p], exp[p],
-                                            describe_value=describe_tile_value,
+                                            describe_value=lambda v: describe_tile_value(
+                                                (int(v) - run.offset) & 0xFFFF),
                                             backend=device)
             if not r.passed:
                 r.message += (f" (ldmatrix.x4 of rows {row0}-{row0 + 15}, columns "

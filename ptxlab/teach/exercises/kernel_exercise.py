@@ -151,17 +151,23 @@ class KernelExercise(Exercise):
         """Launch one run and compare its output; subclasses compare other kinds of output."""
         return run_kernel_case(answer, self.kernel_name, run, self.title, self.backend)
 
-    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
-        problem = self.source_problem(answer)
-        if problem is not None:
-            return problem
+    def runs(self, hidden: bool = False) -> list:
+        """The launches a check makes; when graded, with values drawn for this grading run
+        (so no kernel can have its output written in)."""
         runs = list(self.visible())
         if hidden:
             runs += self.hidden_cases(hidden_rng())
         fresh = fresh_rng()
-        if fresh is not None:          # graded: values no answer could have been written for
+        if fresh is not None:
             runs = [run.with_fresh_values(fresh) if hasattr(run, "with_fresh_values") else run
                     for run in runs]
+        return runs
+
+    def evaluate(self, answer, hidden: bool = False) -> CheckResult:
+        problem = self.source_problem(answer)
+        if problem is not None:
+            return problem
+        runs = self.runs(hidden)
         results = []
         for run in runs:
             results.append(self.run_case(answer, run))
