@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -89,7 +90,6 @@ def test_every_student_has_a_row(graded):
 def test_attack_outcome(graded, name):
     attack, root, row = BY_NAME[name], graded["root"], graded["rows"][name]
     if attack.reason:
-        import re
         assert re.search(attack.reason, row["reason"], re.I), row["reason"]
     if attack.refused:
         assert row["status"] == "failed" and float(row["score"]) == 0, row
@@ -162,7 +162,7 @@ def test_limits_held(graded):
     # /tmp counts against the kernel's memory: the writes stop (a sized tmpfs says the disk is
     # full), or the kernel is stopped at its memory limit.
     row = graded["rows"]["tmp_fill"]
-    assert "No space left on device" in row["reason"] or "memory" in row["reason"], row
+    assert re.search(r"No space left on device|memory", row["reason"], re.I), row
 
 
 def test_nothing_left_running_or_on_disk(graded):

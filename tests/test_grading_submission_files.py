@@ -170,3 +170,26 @@ def test_release_feedback_refuses_links(tmp_path):
     texts = sorted(p.read_text() for p in released)
     assert texts == ["<html>feedback of alice</html>", "<html>feedback of oscar</html>"], texts
     assert "holds links" in r.stderr and "mallory" in r.stderr
+
+
+def test_timestamps_read_as_nbgrader_reads_them_without_importing_it(tmp_path):
+    """The batch's head reads every timestamp before its workers start: as nbgrader would, but
+    without the seconds importing nbgrader costs."""
+    import subprocess
+    import sys as _sys
+
+    from nbgrader.utils import parse_utc as nbgrader_parse
+
+    from ptxlab.grading.submission_files import parse_utc
+    for text in ("2026-11-23 09:00:00.000000 UTC", "2026-11-23 09:00:00 +0100",
+                 "2026-11-23T09:00:00Z", "2026-11-23 09:00:00.5 America/New_York"):
+        assert parse_utc(text) == nbgrader_parse(text), text
+    sub = tmp_path / "submitted" / "alice" / "ps1"
+    sub.mkdir(parents=True)
+    (sub / "timestamp.txt").write_text("2026-11-23 09:00:00.000000 UTC")
+    code = ("import sys; from ptxlab.grading.batch import discover_submissions; "
+            f"print(discover_submissions({str(tmp_path)!r}, 'ps1')); "
+            "print('nbgrader' in sys.modules)")
+    out = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True,
+                         env=fixture_course.grading_env(), check=True).stdout.split("\n")
+    assert "alice" in out[0] and out[1] == "False", out

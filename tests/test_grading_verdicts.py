@@ -197,3 +197,22 @@ def test_every_kernel_exercise_gets_values_no_table_can_hold():
             assert not np.array_equal(a, b), (exercise.key, label)
         with grading_seed(303):
             assert exercise.evaluate(source, hidden=True).passed, (module, exercise.key)
+
+
+def test_no_solution_of_the_course_is_flagged():
+    """The instructor's own answers (CUDA with the ptxlab:: helpers, widgets beside them) are
+    what an honest learner writes: none may be flagged."""
+    import nbformat
+
+    from ptxlab.teach.course_notebooks import COURSE_DIR, assignments, notebook_path
+
+    for name in assignments(COURSE_DIR):
+        nb = nbformat.read(str(notebook_path(name, COURSE_DIR)), as_version=4)
+        trusted = verdicts.trusted_cell_sources(notebook_path(name, COURSE_DIR))
+        slots = verdicts.answer_slots(nb, verdicts.exercise_aliases(verdicts.code_sources(nb)))
+        index = {s.answer: i for i, c in enumerate(nb.cells) for s in slots
+                 if c.metadata.get("nbgrader", {}).get("grade_id") == s.cell}
+        ref = reference_use.reference_names(verdicts.code_sources(nb))
+        flags = reference_use.flagged_answers(nb.cells, trusted, ref, index)
+        assert flags == {}, (name, {a: [f.describe() for f in fs] for a, fs in flags.items()})
+        assert slots, name

@@ -3,10 +3,11 @@
 :class:`GradingExecute` replaces nbgrader's ``Execute`` preprocessor in ``autograde`` (see
 ``autograder/nbgrader_config.py``). What it changes:
 
-* every notebook kernel is started by :class:`SandboxedKernelManager`: inside the bubblewrap
-  sandbox (:mod:`ptxlab.grading.sandbox`), with its own connection folder, Unix-socket transport
-  (no network), a clean environment, memory and file-size limits, and every learner kernel
-  launch sent to an isolated child (``PTXLAB_ISOLATE=1``);
+* every notebook kernel is started by
+  :class:`~ptxlab.grading.kernel_manager.SandboxedKernelManager`, inside the sandbox with its
+  limits;
+* the test cells decide nothing: the grader reads the notebook's answers as data after its last
+  cell and judges them itself (:mod:`ptxlab.grading.verdicts`);
 * a kernel that dies (a crash, the memory limit) or will not stop after a cell's timeout no
   longer throws the whole submission away, as stock nbgrader does: the cell gets an error
   output saying what happened, the cells after it are marked as not run, and nbgrader goes on to
@@ -26,30 +27,26 @@ never finishes is stopped -- and named -- by its own limit before the cell's lim
 """
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Float, Integer, List, Unicode
+from traitlets import Bool, Integer
 
-from . import sandbox
-from .launch_services import service_socket, shutdown_launch_services, wants_service
 from . import verdicts
-from ..run.isolation import (LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV,
-                             read_launch_log)
+from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
+from .launch_services import shutdown_launch_services
+from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV, read_launch_log
 from ..teach.exercises.base import GRADED_BY_GRADER_ENV
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
@@ -60,234 +57,6 @@ KERNEL_DIED = "KernelDied"
 NOT_RUN = "NotRun"
 #: Cell tag of the note the grader puts at the top of a graded notebook.
 BACKEND_NOTE_TAG = "ptxlab-grading-note"
-#: A launch gets at most this share of the cell's time limit.
-_LAUNCH_SHARE_OF_CELL = 0.5
-
-
-def effective_launch_timeout(launch_timeout_s: float, cell_timeout_s: float | None) -> float:
-    """The wall-clock limit of one kernel launch: the configured one, but at most half the
-    cell's, so a hanging kernel is stopped by its own limit (whose message names the kernel)
-    before the cell's limit interrupts the whole cell."""
-    if cell_timeout_s is None or cell_timeout_s <= 0:
-        return launch_timeout_s
-    return max(1.0, min(launch_timeout_s, _LAUNCH_SHARE_OF_CELL * cell_timeout_s))
-
-#: Environment variables passed into the sandbox (everything else, tokens included, is dropped).
-_ENV_KEEP_PREFIXES = ("LANG", "LC_", "CUDA_", "CUPY_", "NVIDIA_", "PTXLAB_", "NBGRADER_")
-_ENV_KEEP = {"PATH", "TERM", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONHASHSEED"}
-
-
-def _sandbox_env(env: dict[str, str], *, home: str = "/tmp/home") -> dict[str, str]:
-    """What of ``env`` a sandboxed process keeps, with ``home`` (in the sandbox's private
-    ``/tmp`` by default) for every cache and settings folder."""
-    kept = {k: v for k, v in env.items()
-            if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
-    kept.update({
-        "HOME": home,
-        "MPLCONFIGDIR": f"{home}/.matplotlib",
-        "CUPY_CACHE_DIR": f"{home}/.cupy",
-        "IPYTHONDIR": f"{home}/.ipython",
-        "JUPYTER_RUNTIME_DIR": f"{home}/.jupyter-runtime",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-    })
-    return kept
-
-
-class SandboxedKernelManager(AsyncKernelManager):
-    """Starts a Python kernel inside the grading sandbox, whatever kernelspec the notebook names."""
-
-    sandbox_mode = Unicode("bwrap", config=True,
-                           help="'bwrap' (the sandbox) or 'none' (limits only: trusted code)")
-    hidden_paths = List(Unicode(), config=True,
-                        help="paths the kernel must not see even if a whitelisted mount holds them")
-    gpu = Bool(True, config=True, help="give the kernel the NVIDIA device nodes")
-    kernel_memory_mb = Integer(4096, config=True,
-                               help="memory limit of the kernel process, MiB (0: none)")
-    kernel_memory_mode = Unicode("auto", config=True,
-                                 help="how the kernel's memory is limited: 'address_space' "
-                                      "(RLIMIT_AS), 'resident' (a watchdog on resident memory: "
-                                      "CUDA cannot start under an address-space limit) or "
-                                      "'auto' (resident when the kernel gets a GPU)")
-    launch_gpu_memory_mb = Integer(0, config=True,
-                                   help="GPU memory one kernel launch may allocate through "
-                                        "CuPy, MiB (0: no limit); sets CUPY_GPU_MEMORY_LIMIT")
-    launch_service = Unicode("auto", config=True,
-                             help="'on': the worker's kernel launches run in one warm launch "
-                                  "service (one CUDA context, one compile cache); 'off': each "
-                                  "launch in a child process of its own; 'auto': on when the "
-                                  "kernel gets a GPU")
-    file_size_mb = Integer(256, config=True, help="largest file the kernel may write, MiB")
-    launch_timeout_s = Float(60.0, config=True,
-                             help="wall-clock limit of one isolated kernel launch, seconds")
-    launch_memory_mb = Integer(4096, config=True,
-                               help="resident-memory limit of one isolated kernel launch, MiB")
-    cell_timeout_s = Float(None, allow_none=True,
-                           help="the notebook cell's time limit (set by GradingExecute)")
-    spare = Bool(False, help="started before its notebook is known: the kernel works in an "
-                             "empty private folder that receives the notebook's files later")
-    graded_outside = Bool(True, help="the grader computes the verdicts from recorded answers "
-                                     "(set by GradingExecute): checks in the notebook only "
-                                     "say so")
-
-    _private_dir: Path | None = None
-
-    @property
-    def workdir(self) -> Path | None:
-        """A spare kernel's working folder (``None`` for a kernel started in its notebook's)."""
-        return self._private_dir / "work" if (self.spare and self._private_dir) else None
-
-    @property
-    def launch_log(self) -> Path | None:
-        """The file every isolated launch of this kernel appends its record to."""
-        return self._private_dir / "launches.jsonl" if self._private_dir else None
-
-    async def _async_pre_start_kernel(self, **kw):
-        self._private_dir = Path(tempfile.mkdtemp(prefix="ptxlab-kernel-"))
-        self.connection_file = str(self._private_dir / "kernel.json")
-        if self.sandbox_mode == "bwrap":
-            # No network inside: the kernel and the grader talk over Unix sockets.
-            self.transport = "ipc"
-            self.ip = str(self._private_dir / "kernel-ipc")
-        if self.kernel_spec is not None:
-            # Signals to the sandbox's process do not reach the kernel inside it; ask the kernel
-            # to interrupt itself (an interrupt_request on the control channel) instead.
-            self.kernel_spec.interrupt_mode = "message"
-        if self.spare:
-            self.workdir.mkdir()
-            kw["cwd"] = str(self.workdir)
-        kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
-        workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
-        env = dict(kw.get("env") or os.environ)
-        boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
-        limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
-                  "memory_mode": self._memory_mode(),
-                  # the sandbox's /tmp is a tmpfs: what is written there is memory too
-                  "watch_tmp": self.sandbox_mode == "bwrap"}
-        launch_timeout = self.launch_timeout()
-        if launch_timeout < self.launch_timeout_s:
-            self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
-                          "of %g s", launch_timeout, self.cell_timeout_s, self.launch_timeout_s)
-        if self.sandbox_mode == "none":
-            # No sandbox, so no private /tmp: the kernel's home is a folder of its own.
-            home = self._private_dir / "home"
-            home.mkdir(exist_ok=True)
-            inner_env = _sandbox_env(env, home=str(home))
-        else:
-            inner_env = _sandbox_env(env)
-        inner_env.update({
-            sandbox.KERNEL_LIMITS_ENV: json.dumps(limits),
-            "PTXLAB_ISOLATE": "1",
-            TIMEOUT_ENV: f"{launch_timeout:g}",
-            MEMORY_ENV: str(self.launch_memory_mb),
-            LAUNCH_LOG_ENV: str(self.launch_log),
-            GRADED_BY_GRADER_ENV: "1" if self.graded_outside else "0",
-        })
-        if self.launch_gpu_memory_mb > 0:
-            inner_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
-        # The course and the exchange, the same for every kernel of the worker (so one launch
-        # service serves them all), and the course this notebook's folder lies in.
-        configured = self.service_hidden_paths()
-        hidden = configured + _course_paths_of(workdir)
-        service = self._launch_service_socket(env, configured, launch_timeout)
-        if service:
-            inner_env[SERVICE_ENV] = service
-        if self.sandbox_mode == "bwrap":
-            policy = sandbox.SandboxPolicy(
-                workdir=workdir, private_dir=self._private_dir, hidden=hidden, gpu=self.gpu,
-                sockets=[Path(service)] if service else [], tmp_size_mb=self.kernel_memory_mb)
-            kernel_cmd = sandbox.sandbox_argv(policy, boot, env=inner_env)
-            kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
-        elif self.sandbox_mode == "none":
-            kernel_cmd = boot
-            kw["env"] = {**env, **inner_env}
-        else:
-            raise ValueError(f"SandboxedKernelManager.sandbox_mode must be 'bwrap' or 'none', "
-                             f"got {self.sandbox_mode!r}")
-        return kernel_cmd, kw
-
-    def service_hidden_paths(self) -> list[Path]:
-        """What no launch service may see: the configured course, exchange and hidden paths."""
-        return [Path(p) for p in self.hidden_paths] + self._configured_course_paths()
-
-    def launch_timeout(self) -> float:
-        return effective_launch_timeout(self.launch_timeout_s, self.cell_timeout_s)
-
-    def _launch_service_socket(self, env: dict[str, str], hidden: list[Path],
-                               launch_timeout: float, mode: str | None = None) -> str | None:
-        """This worker's warm launch service, when it is wanted (``mode``, default the
-        configured one) and can run."""
-        if self.sandbox_mode not in ("bwrap", "none"):
-            return None              # the error about the mode comes below
-        if not wants_service(mode or self.launch_service, self.gpu):
-            return None
-        # No sandbox, so no private /tmp: the service's home is a folder of its own.
-        service_env = (_sandbox_env(env) if self.sandbox_mode == "bwrap" else _sandbox_env(
-            env, home=str(Path(tempfile.gettempdir()) / f"ptxlab-launch-home-{os.getuid()}")))
-        if self.launch_gpu_memory_mb > 0:
-            service_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
-        # No student's folder is ever in its view.
-        return service_socket(sandbox_mode=self.sandbox_mode, gpu=self.gpu,
-                              hidden=[h for h in hidden if h.exists()], env=service_env,
-                              max_timeout_s=launch_timeout, max_memory_mb=self.launch_memory_mb)
-
-    async def _async_kill_kernel(self, restart: bool = False) -> None:
-        # jupyter_client checks every 0.1 s whether the killed kernel is gone; a graded
-        # notebook's kernel is killed after every submission, so look more often.
-        if not self.has_kernel:
-            return
-        assert self.provisioner is not None
-        await self.provisioner.kill(restart=restart)
-        process = getattr(self.provisioner, "process", None)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 5.0
-        while process is not None and process.poll() is None and loop.time() < deadline:
-            await asyncio.sleep(0.005)
-        if self.has_kernel:
-            await self.provisioner.wait()
-
-    def _memory_mode(self) -> str:
-        mode = self.kernel_memory_mode
-        if mode == "auto":
-            return "resident" if (self.gpu and sandbox.gpu_device_nodes()) else "address_space"
-        if mode not in ("address_space", "resident"):
-            raise ValueError(f"SandboxedKernelManager.kernel_memory_mode must be 'auto', "
-                             f"'address_space' or 'resident', got {mode!r}")
-        return mode
-
-    def _configured_course_paths(self) -> list[Path]:
-        """The course root and the exchange nbgrader was configured with, where they exist."""
-        found = []
-        for section, key in (("CourseDirectory", "root"), ("Exchange", "root")):
-            try:
-                value = self.config[section].get(key) if section in self.config else None
-            except (AttributeError, KeyError, TypeError):
-                value = None
-            if value and Path(str(value)).is_dir():
-                found.append(Path(str(value)))
-        return found
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        await super()._async_cleanup_resources(restart=restart)
-        if not restart and self._private_dir is not None:
-            shutil.rmtree(self._private_dir, ignore_errors=True)
-            self._private_dir = None
-
-    cleanup_resources = _async_cleanup_resources
-
-
-def _course_paths_of(workdir: Path) -> list[Path]:
-    """The course root, guessed from ``<root>/autograded/<student>/<assignment>``."""
-    parts = workdir.parts
-    if len(parts) >= 4 and parts[-3] == "autograded":
-        return [Path(*parts[:-3])]
-    return []
-
-
 #: Spare kernels of this process, by what they were started for (at most one each).
 _SPARES: dict[str, SandboxedKernelManager] = {}
 

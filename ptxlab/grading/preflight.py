@@ -95,7 +95,7 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    from .execute import SandboxedKernelManager
+    from .kernel_manager import SandboxedKernelManager
     from .worker import load_grading_config
 
     t0 = time.monotonic()

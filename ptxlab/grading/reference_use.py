@@ -47,6 +47,9 @@ ALLOWED_INCLUDES = {"ldmatrix.cuh", "stmatrix.cuh", "movmatrix.cuh", "mma.cuh",
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include\b[ \t]*(.*)$', re.M)
 _INCLUDED_FILE = re.compile(r'^[<"]([^>"]*)[>"]\s*(//.*)?$')
 _ALLOWED_CALLS = {"check", "hint"}
+#: A string that is a module path of the course (``"ptxlab.model.layouts"``), as a computed
+#: import would spell it; the C++ namespace ``ptxlab::`` of the course's headers is not one.
+_MODULE_PATH = re.compile(r"^\s*ptxlab(\.\w+)*\s*$")
 
 
 @dataclass
@@ -136,8 +139,9 @@ def _scan(tree: ast.AST, ref: dict[str, str]) -> list[tuple[int, str]]:
                 and node.attr.endswith("__"):
             found.append((line, f"reaches `{node.attr}`"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if "ptxlab" in node.value:
-                found.append((line, "names the course's package in a string"))
+            if _MODULE_PATH.match(node.value):
+                found.append((line, f"names the course's module {node.value.strip()!r} in a "
+                                    "string"))
             found += [(line + ln - 1, why) for ln, why in include_findings(node.value)]
     return found
 

@@ -28,6 +28,28 @@ def links_in(folder: Path) -> list[str]:
     return sorted(found)
 
 
+def parse_utc(text: str):
+    """A timestamp as nbgrader reads it (``nbgrader.utils.parse_utc``: ``date time zone``, the
+    zone a name or an offset), without importing nbgrader, which takes seconds: the batch's
+    head reads every student's timestamp before its workers start."""
+    import dateutil.parser
+    import dateutil.tz
+
+    parts = text.split(" ")
+    if len(parts) == 3:
+        zone: object = parts[2]
+        try:
+            zone = int(parts[2])
+        except ValueError:
+            zone = dateutil.tz.gettz(parts[2])
+        ts = dateutil.parser.parse(" ".join(parts[:2] + ["TZ"]), tzinfos={"TZ": zone})
+    else:
+        ts = dateutil.parser.parse(text)
+    if ts.tzinfo is not None:
+        ts = (ts - ts.utcoffset()).replace(tzinfo=None)
+    return ts
+
+
 def read_timestamp(folder: Path) -> tuple[str, str | None]:
     """``(text, problem)`` of ``folder/timestamp.txt``: the text as far as it reads (``""`` when
     there is none), and what is wrong with it (``None`` when nothing is)."""
@@ -50,8 +72,6 @@ def read_timestamp(folder: Path) -> tuple[str, str | None]:
     if len(raw) > _TIMESTAMP_MAX_BYTES:
         return text[:60], f"{TIMESTAMP_FILE} is longer than a date ({len(raw)}+ bytes)"
     if text:
-        from nbgrader.utils import parse_utc
-
         try:
             parse_utc(text)
         except (ValueError, OverflowError, TypeError) as exc:
