@@ -46,21 +46,23 @@ def _stock_config(root: Path) -> None:
         f"c.CourseDirectory.course_id = {fixture_course.COURSE_ID!r}\n")
 
 
-def _scores(root: Path) -> dict[str, dict[str, float]] | str:
-    """``{student: {test: score}}`` from the gradebook, or why it cannot be read."""
+def _scores(root: Path) -> dict[str, dict[str, tuple[float, bool]]] | str:
+    """``{student: {test: (score, needs a person)}}`` from the gradebook, or why it cannot be
+    read."""
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, tuple[float, bool]]] = {}
     try:
-        with sqlite3.connect(root / "gradebook.db") as db:
-            rows = db.execute(
-                "SELECT s.student_id, gc.name, COALESCE(g.manual_score, g.auto_score), "
-                "g.needs_manual_grade FROM grade g "
-                "JOIN submitted_notebook sn ON g.notebook_id = sn.id "
-                "JOIN submitted_assignment s ON sn.assignment_id = s.id "
-                "JOIN grade_cells gc ON g.cell_id = gc.id").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return f"gradebook unreadable ({exc})"
-    out: dict[str, dict[str, float]] = {}
-    for student, test, score, manual in rows:
-        out.setdefault(student, {})[test] = (float(score or 0), bool(manual))
+        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+            for student in gb.students:
+                try:
+                    nb = gb.find_submission_notebook(NB[:-6], A, student.id)
+                except Exception:
+                    continue
+                out[student.id] = {g.name: (float(g.score or 0), bool(g.needs_manual_grade))
+                                   for g in nb.grades}
+    except Exception as exc:
+        return f"gradebook unreadable ({str(exc).splitlines()[0][:80]})"
     return out
 
 
@@ -73,9 +75,15 @@ def _outputs(root: Path, student: str) -> str:
                    for o in c.get("outputs", []))
 
 
-def _measure(root: Path, mode: str, extra: dict) -> dict[str, str]:
+def _measure(root: Path, mode: str, extra: dict, scores=None) -> dict[str, str]:
     """One line per attack saying what it achieved in this run."""
-    scores = _scores(root)
+    scores = scores if scores is not None else _scores(root)
+    reasons = {}
+    csv_path = root / "grading" / A / "grades.csv"
+    if csv_path.exists():
+        import csv
+        with open(csv_path) as fh:
+            reasons = {r["student"]: r["reason"] for r in csv.DictReader(fh)}
     out = {}
     for attack in attacks.ATTACKS:
         name = attack.name
@@ -103,8 +111,13 @@ def _measure(root: Path, mode: str, extra: dict) -> dict[str, str]:
             text = _outputs(root, name)
             leaked = next((l for l in text.splitlines() if l.startswith("LEAKED")), "LEAKED ?")
             notes.append(f"files of others read: {leaked.split()[-1]} of 4")
+        if attack.refused and mode == "ptxlab":
+            notes = [f"refused, 0/12, reason: {reasons.get(name, '')[:90]}"]
+        elif attack.refused and got is not None:
+            notes = [f"{sum(s for s, _ in got.values()):g}/12 (the submission was graded as it "
+                     "came)"]
         if name == "link_to_solutions":
-            copied = root / "autograded" / name / A / "notes.ipynb"
+            copied = root / "autograded" / name / A / "notes.txt"
             notes.append("the instructor's notebook copied into the student's graded folder"
                          if copied.exists() and "BEGIN SOLUTION" in copied.read_text(errors="replace")
                          else "nothing copied")
@@ -112,8 +125,8 @@ def _measure(root: Path, mode: str, extra: dict) -> dict[str, str]:
             path = root / "autograded" / name / A / NB
             if path.exists():
                 notes.append(f"graded notebook {path.stat().st_size / 2**20:.1f} MiB")
-        if name == "write_through_to_gradebook":
-            notes.append("gradebook intact" if not isinstance(scores, str) else
+        if name == "write_through_to_gradebook" and name not in extra:
+            notes.append("gradebook intact" if not isinstance(_scores(root), str) else
                          "gradebook destroyed: every student's grades lost")
         if name in extra:
             notes.append(extra[name])
@@ -155,7 +168,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"grading {len(attacks.ATTACKS)} submissions with {mode} ...", flush=True)
             t0 = time.monotonic()
             if mode == "stock":
-                run = fixture_course.nbgrader(["autograde", A], root, env, timeout=3600)
+                # Once without the submission that destroys the gradebook, so the others'
+                # outcomes can be read; then that one alone, after them.
+                wrecker = "write_through_to_gradebook"
+                run = fixture_course.nbgrader(
+                    ["autograde", A, f"--CourseDirectory.student_id_exclude={wrecker}"], root,
+                    env, timeout=3600)
+                saved = _scores(root)
+                fixture_course.nbgrader(["autograde", A, "--student", wrecker], root, env,
+                                        timeout=3600)
             else:
                 run = fixture_course.ptxlab_grade([A, "--workers", "2"], root, env,
                                                   timeout=3600)
@@ -169,8 +190,12 @@ def main(argv: list[str] | None = None) -> int:
             extra["tmp_fill"] = (f"{fills} files of 200 MB left in the machine's /tmp"
                                  if fills else "nothing left in the machine's /tmp")
             _clean_machine()
+            if mode == "stock" and isinstance(_scores(root), str):
+                extra["write_through_to_gradebook"] = ("graded last, it left the gradebook "
+                                                       f"unreadable: {_scores(root)}")
             results[mode] = {"exit": run.returncode, "seconds": round(wall, 1),
-                             "lines": _measure(root, mode, extra)}
+                             "lines": _measure(root, mode, extra,
+                                               saved if mode == "stock" else None)}
             print(f"  {mode}: exit {run.returncode}, {wall:.0f} s", flush=True)
     finally:
         _clean_machine()
