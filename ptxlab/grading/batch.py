@@ -219,10 +219,17 @@ class _Worker:
         self.proc.wait()
         self._remove_scratch()
 
+    def ask_to_stop(self) -> None:
+        """End of input: the worker stops its spare kernel and exits (see :meth:`close`)."""
+        try:
+            if self.proc.stdin and not self.proc.stdin.closed:
+                self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
     def close(self) -> None:
         try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
+            self.ask_to_stop()
             self.proc.wait(timeout=30)
         except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
             self.kill()
@@ -414,6 +421,9 @@ def _grade_batch(opts: BatchOptions,
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        for w in workers:               # every idle worker winds down at once, not in turn
+            if not (w.student or interrupted):
+                w.ask_to_stop()
         for w in workers:
             if w.student or interrupted:
                 w.kill()
