@@ -60,18 +60,6 @@ def course_template(base: Path, assignment: str, env: dict[str, str]) -> Path:
     return root
 
 
-def answered(released: dict, source: dict) -> dict:
-    """The released notebook with every solution cell holding the course's solution."""
-    solutions = {c["metadata"].get("nbgrader", {}).get("grade_id"): c["source"]
-                 for c in source["cells"] if c["metadata"].get("nbgrader", {}).get("solution")}
-    nb = json.loads(json.dumps(released))
-    for cell in nb["cells"]:
-        meta = cell["metadata"].get("nbgrader", {})
-        if meta.get("solution") and meta.get("grade_id") in solutions:
-            cell["source"] = solutions[meta["grade_id"]]
-    return nb
-
-
 def roster(solutions: int, blank: int) -> list[tuple[str, str]]:
     """``(student, kind)``, the blank submissions spread through the class."""
     n = solutions + blank
@@ -84,7 +72,7 @@ def write_class(root: Path, assignment: str, students: list[tuple[str, str]]) ->
     nb_name = f"{assignment}.ipynb"
     released = json.loads((root / "release" / assignment / nb_name).read_text())
     source = json.loads((root / "source" / assignment / nb_name).read_text())
-    solved = answered(released, source)
+    solved = fixture_course.answered(released, source)
     for student, kind in students:
         folder = root / "submitted" / student / assignment
         folder.mkdir(parents=True)

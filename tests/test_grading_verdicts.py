@@ -208,7 +208,7 @@ def test_no_solution_of_the_course_is_flagged():
 
     for name in assignments(COURSE_DIR):
         nb = nbformat.read(str(notebook_path(name, COURSE_DIR)), as_version=4)
-        trusted = verdicts.trusted_cell_sources(notebook_path(name, COURSE_DIR))
+        trusted = verdicts.trusted_cell_sources(nb)
         slots = verdicts.answer_slots(nb, verdicts.exercise_aliases(verdicts.code_sources(nb)))
         index = {s.answer: i for i, c in enumerate(nb.cells) for s in slots
                  if c.metadata.get("nbgrader", {}).get("grade_id") == s.cell}

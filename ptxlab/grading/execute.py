@@ -140,7 +140,8 @@ class GradingExecute(Execute):
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
         launches: list[dict] = []
-        slots, seed, record = self._answer_slots(resources), verdicts.new_seed(), None
+        slots, trusted = self._answer_slots(resources)
+        seed, record, lost = verdicts.new_seed(), None, None
         with self.setup_kernel(cleanup_kc=True):
             assert self.kc
             info_msg = self.wait_for_reply(self.kc.kernel_info())
@@ -161,9 +162,9 @@ class GradingExecute(Execute):
                             _note_cell_backend(self.nb.cells[index], records)
                             launches.extend(records)
             if slots:
-                record = self._harvest(slots, seed)
+                record, lost = self._harvest(slots, seed)
         if slots:
-            self._judge(slots, seed, record, launches)
+            self._judge(slots, seed, record, lost, trusted, launches)
         _note_notebook_backend(self.nb, launches)
         self.set_widgets_metadata()
         return self.nb, self.resources
@@ -184,29 +185,32 @@ class GradingExecute(Execute):
                 return path
         return None
 
-    def _answer_slots(self, resources) -> list[verdicts.AnswerSlot]:
+    def _answer_slots(self, resources) -> tuple[list[verdicts.AnswerSlot], set[str]]:
         """What the test cells grade, resolved with the instructor's imports (the notebook's
-        own when the instructor's copy is not at hand)."""
+        own when the instructor's copy is not at hand), and the instructor's code cells (a
+        cell of the submission equal to one of them is not the learner's code)."""
         if not self.verdicts_by_grader:
-            return []
-        source = self._source_notebook(resources)
-        self._trusted_sources = verdicts.trusted_cell_sources(source)
+            return [], set()
+        path = self._source_notebook(resources)
+        if path is None:
+            return verdicts.answer_slots(
+                self.nb, verdicts.exercise_aliases(verdicts.code_sources(self.nb))), set()
         import nbformat
 
-        given = (verdicts.code_sources(nbformat.read(str(source), as_version=4))
-                 if source is not None else verdicts.code_sources(self.nb))
-        return verdicts.answer_slots(self.nb, verdicts.exercise_aliases(given))
+        source = nbformat.read(str(path), as_version=4)
+        aliases = verdicts.exercise_aliases(verdicts.code_sources(source))
+        return verdicts.answer_slots(self.nb, aliases), verdicts.trusted_cell_sources(source)
 
-    def _harvest(self, slots: list[verdicts.AnswerSlot], seed: int) -> dict | None:
-        """Ask the notebook's kernel for its answers, as data; ``None`` when it cannot say."""
+    def _harvest(self, slots: list[verdicts.AnswerSlot],
+                 seed: int) -> tuple[dict | None, str | None]:
+        """Ask the notebook's kernel for its answers, as data: ``(record, None)``, or
+        ``(None, why there is none)``."""
         from nbformat.v4 import new_code_cell
 
-        self._harvest_problem = None
         try:
             if not run_sync(self.km.is_alive)():
-                self._harvest_problem = ("the notebook's kernel was lost before its answers "
-                                         "could be read (see the cell that stopped it)")
-                return None
+                return None, ("the notebook's kernel was lost before its answers could be "
+                              "read (see the cell that stopped it)")
             cell = new_code_cell(verdicts.harvest_code(slots, seed))
             self.nb.cells.append(cell)     # nbclient writes the cell back at its index
             try:
@@ -215,22 +219,20 @@ class GradingExecute(Execute):
                 cell = self.nb.cells.pop()
         except Exception as exc:   # a dead or stuck kernel, an error the notebook caused
             self.log.warning("could not read the notebook's answers: %s", exc)
-            self._harvest_problem = (
+            return None, (
                 f"reading the answers ran past the {self.timeout} s cell limit (is an answer "
                 "function very slow?)" if isinstance(exc, CellTimeoutError) else
                 f"reading the notebook's answers failed ({type(exc).__name__})")
-            return None
         record = verdicts.read_record(cell.get("outputs", []), seed)
-        if record is None:
-            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-            self._harvest_problem = (
-                "the notebook did not hand its answers back" + (
-                    f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})"
-                    if errors else " (did a cell replace the notebook's display machinery?)"))
-        return record
+        if record is not None:
+            return record, None
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        return None, ("the notebook did not hand its answers back" + (
+            f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})"
+            if errors else " (did a cell replace the notebook's display machinery?)"))
 
     def _judge(self, slots: list[verdicts.AnswerSlot], seed: int, record: dict | None,
-               launches: list[dict]) -> None:
+               lost: str | None, trusted: set[str], launches: list[dict]) -> None:
         """Judge the answers here and write the verdicts into the test cells; the grader's
         own kernel launches are added to ``launches``."""
         log_dir = Path(tempfile.mkdtemp(prefix="ptxlab-verdict-"))
@@ -245,10 +247,8 @@ class GradingExecute(Execute):
 
         try:
             with self._grader_launches(log_path):
-                results = verdicts.judge_notebook(self.nb, slots, record, seed,
-                                                  getattr(self, "_trusted_sources", set()),
-                                                  on_judged=collect,
-                                                  lost=getattr(self, "_harvest_problem", None))
+                results = verdicts.judge_notebook(self.nb, slots, record, seed, trusted,
+                                                  on_judged=collect, lost=lost)
         finally:
             shutil.rmtree(log_dir, ignore_errors=True)
         verdicts.write_verdicts(self.nb, results, seed)

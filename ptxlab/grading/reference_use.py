@@ -21,11 +21,11 @@ from __future__ import annotations
 import ast
 import importlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["Finding", "reference_names", "find_reference_use", "flagged_answers",
-           "include_findings",
+           "include_findings", "import_statements",
            "ALLOWED_INCLUDES"]
 
 #: Modules whose contents are the course's answers.
@@ -84,26 +84,32 @@ def _module_of(target: str) -> str | None:
         getattr(obj, "__module__", None)
 
 
-def reference_names(sources: Iterable[str]) -> dict[str, str]:
-    """``{name: module}`` for every name the cells bind to a reference module of the course."""
-    names: dict[str, str] = {}
+def import_statements(sources: Iterable[str]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every ``import`` and ``from ... import`` of the cells (a cell that does not parse has
+    none)."""
     for source in sources:
         try:
             tree = ast.parse(source)
         except SyntaxError:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ptxlab"):
-                for alias in node.names:
-                    module = _module_of(f"{node.module}.{alias.name}") or ""
-                    if not _is_reference_module(module):
-                        module = _module_of(f"{node.module}:{alias.name}") or ""
-                    if _is_reference_module(module):
-                        names[alias.asname or alias.name] = module
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name.startswith("ptxlab"):
-                        names[(alias.asname or alias.name).split(".")[0]] = alias.name
+        yield from (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
+def reference_names(sources: Iterable[str]) -> dict[str, str]:
+    """``{name: module}`` for every name the cells bind to a reference module of the course."""
+    names: dict[str, str] = {}
+    for node in import_statements(sources):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ptxlab"):
+            for alias in node.names:
+                module = _module_of(f"{node.module}.{alias.name}") or ""
+                if not _is_reference_module(module):
+                    module = _module_of(f"{node.module}:{alias.name}") or ""
+                if _is_reference_module(module):
+                    names[alias.asname or alias.name] = module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("ptxlab"):
+                    names[(alias.asname or alias.name).split(".")[0]] = alias.name
     return names
 
 

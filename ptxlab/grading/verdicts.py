@@ -25,13 +25,13 @@ import json
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from nbformat.notebooknode import NotebookNode
 
 from ..teach.answers import MIME_TYPE, AnswerSlot, judge
 from ..teach.checks import CheckResult
-from .reference_use import Finding, flagged_answers, include_findings, reference_names
+from .reference_use import (Finding, flagged_answers, import_statements, include_findings,
+                            reference_names)
 
 __all__ = ["AnswerSlot", "CellVerdict", "answer_slots", "exercise_aliases", "harvest_code",
            "read_record", "judge_notebook", "write_verdicts", "new_seed", "VERDICT_ERROR",
@@ -65,24 +65,19 @@ def _is_test_cell(cell) -> bool:
 def exercise_aliases(sources: Sequence[str]) -> dict[str, str]:
     """``{alias: module}`` for ``from ptxlab.exercises import ldmatrix as ex`` and the like."""
     out: dict[str, str] = {}
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "") in (
-                    "ptxlab.exercises", "ptxlab.teach.exercises"):
-                for a in node.names:
-                    out[a.asname or a.name] = f"ptxlab.teach.exercises.{a.name}"
-            elif isinstance(node, ast.Import):
-                for a in node.names:
-                    name = a.name
-                    for short, full in _PACKAGE_ALIASES.items():
-                        if name.startswith(short + "."):
-                            name = full + name[len(short):]
-                    if name.startswith("ptxlab.teach.exercises.") and a.asname:
-                        out[a.asname] = name
+    for node in import_statements(sources):
+        if isinstance(node, ast.ImportFrom) and (node.module or "") in (
+                "ptxlab.exercises", "ptxlab.teach.exercises"):
+            for a in node.names:
+                out[a.asname or a.name] = f"ptxlab.teach.exercises.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                name = a.name
+                for short, full in _PACKAGE_ALIASES.items():
+                    if name.startswith(short + "."):
+                        name = full + name[len(short):]
+                if name.startswith("ptxlab.teach.exercises.") and a.asname:
+                    out[a.asname] = name
     return out
 
 
@@ -179,8 +174,7 @@ class CellVerdict:
 
 
 def _recorded_source(record: dict | None, slot: AnswerSlot) -> str | None:
-    entry = ((record or {}).get("answers") or {}).get(
-        f"{slot.answer}|{int(slot.hidden)}|{slot.module}.{slot.attr}")
+    entry = ((record or {}).get("answers") or {}).get(slot.key)
     data = entry.get("data") if isinstance(entry, dict) else None
     return data if isinstance(data, str) else None
 
@@ -254,16 +248,8 @@ def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict], seed: int)
                            "reason": verdict.reason()}
 
 
-def trusted_cell_sources(source_notebook: Path | None) -> set[str]:
-    """The code cells of the instructor's notebook as released (solutions removed) and as
-    written: a cell of the submission equal to one of them is not the learner's code."""
-    if source_notebook is None or not source_notebook.is_file():
-        return set()
-    import nbformat
-
-    nb = nbformat.read(str(source_notebook), as_version=4)
-    sources = set()
-    for cell in nb.cells:
-        if cell.cell_type == "code" and not _nbgrader(cell).get("solution"):
-            sources.add(cell.source)
-    return sources
+def trusted_cell_sources(source_notebook: NotebookNode | dict) -> set[str]:
+    """The code cells of the instructor's notebook that are not answers: a cell of the
+    submission equal to one of them is not the learner's code."""
+    return {c.get("source", "") for c in source_notebook.get("cells", [])
+            if c.get("cell_type") == "code" and not _nbgrader(c).get("solution")}

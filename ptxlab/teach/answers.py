@@ -45,6 +45,11 @@ class AnswerSlot:
     answer: str          # the notebook variable holding the answer, e.g. ``receive``
     hidden: bool = False
 
+    @property
+    def key(self) -> str:
+        """Where this slot's answers are kept in a record."""
+        return f"{self.answer}|{int(self.hidden)}|{self.module}.{self.attr}"
+
     def exercise(self) -> Exercise:
         """The exercise object, imported fresh from the installed package."""
         obj = getattr(importlib.import_module(self.module), self.attr)
@@ -196,11 +201,10 @@ def record_answers(namespace: dict, slots: Iterable[AnswerSlot | dict], seed: in
     with grading_seed(seed):
         for slot in slots:
             slot = slot if isinstance(slot, AnswerSlot) else AnswerSlot.from_json(slot)
-            key = f"{slot.answer}|{int(slot.hidden)}|{slot.module}.{slot.attr}"
             try:
-                out[key] = _record_one(slot, namespace)
+                out[slot.key] = _record_one(slot, namespace)
             except Exception as exc:          # a broken answer is a recorded failure
-                out[key] = {"error": _exception_text(exc)[:500]}
+                out[slot.key] = {"error": _exception_text(exc)[:500]}
     return {"seed": int(seed), "answers": out}
 
 
@@ -220,8 +224,7 @@ def judge(slot: AnswerSlot, record: dict | None, seed: int,
     """The verdict on one slot from the recorded answers, computed here with the exercise's own
     code; the learner's function is never called. ``lost`` says why there is no record."""
     exercise = slot.exercise()
-    key = f"{slot.answer}|{int(slot.hidden)}|{slot.module}.{slot.attr}"
-    entry = (record or {}).get("answers", {}).get(key) if isinstance(record, dict) else None
+    entry = (record or {}).get("answers", {}).get(slot.key) if isinstance(record, dict) else None
     if record is None or not isinstance(entry, dict):
         return CheckResult(exercise.title, False, 0.0, f"no answer reached the grader: {lost}",
                            status="error")
