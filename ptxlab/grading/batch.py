@@ -13,17 +13,13 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from ..run import sources
+from . import worker_process
 from .outcome import INFRASTRUCTURE, StudentOutcome
 from .submission_files import read_timestamp
 
@@ -55,7 +51,13 @@ class BatchOptions:
     progress: TextIO | None = None      # where the progress bar goes (None: nowhere)
     #: Run once the workers are starting, before anyone is graded (the preflight, while the
     #: workers import nbgrader); an exception it raises stops the batch with nobody graded.
+    #: On a cluster each worker runs the preflight itself instead (``preflight``).
     before_grading: Callable[[], None] | None = None
+    #: A Dask scheduler's address: grade on its workers (:mod:`ptxlab.grading.cluster`);
+    #: ``None`` grades with worker processes on this machine.
+    scheduler: str | None = None
+    #: On a cluster: each worker starts one sandboxed kernel and one launch before it grades.
+    preflight: bool = True
 
     @property
     def out_dir(self) -> Path:
@@ -153,119 +155,7 @@ class Progress:
 
 def worker_command(opts: BatchOptions) -> list[str]:
     """The command line of one grading worker (:mod:`ptxlab.grading.worker`)."""
-    cmd = [sys.executable, "-m", "ptxlab.grading.worker", str(Path(opts.course_root).resolve()),
-           opts.assignment]
-    if opts.grading_config:
-        cmd += ["--grading-config", str(opts.grading_config)]
-    return cmd
-
-
-#: Each worker's temporary files (its kernels' private folders, its launch service's socket)
-#: live in a folder of its own, ``ptxlab-grading-<head pid>-<worker>-<n>``, removed with the
-#: worker: a killed worker cleans nothing up itself.
-_SCRATCH_PREFIX = "ptxlab-grading-"
-
-
-def _remove_stale_scratch() -> None:
-    """Scratch folders of batches whose head is gone (killed, or the machine restarted)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{_SCRATCH_PREFIX}*"):
-        pid = folder.name[len(_SCRATCH_PREFIX):].split("-")[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:   # another user's live batch
-            pass
-
-
-class _Worker:
-    """One worker process and the student it is grading."""
-
-    _started = 0
-
-    def __init__(self, opts: BatchOptions, index: int, log: TextIO):
-        cmd = worker_command(opts)
-        env = dict(os.environ)
-        _Worker._started += 1
-        self.scratch = Path(tempfile.gettempdir()) / (
-            f"{_SCRATCH_PREFIX}{os.getpid()}-{index}-{_Worker._started}")
-        self.scratch.mkdir(mode=0o700)
-        env["TMPDIR"] = str(self.scratch)
-        package_root = str(sources.PROJECT_ROOT)
-        env["PYTHONPATH"] = os.pathsep.join(
-            dict.fromkeys([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self.index = index
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log, env=env, text=True, bufsize=1,
-                                     start_new_session=True)
-        self.student: str | None = None
-        self.started = 0.0
-        self.buffer = ""
-
-    def send(self, student: str) -> None:
-        self.student, self.started = student, time.monotonic()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"student": student}) + "\n")
-        self.proc.stdin.flush()
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
-        self._remove_scratch()
-
-    def ask_to_stop(self) -> None:
-        """End of input: the worker stops its spare kernel and exits (see :meth:`close`)."""
-        try:
-            if self.proc.stdin and not self.proc.stdin.closed:
-                self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-
-    def close(self) -> None:
-        try:
-            self.ask_to_stop()
-            self.proc.wait(timeout=30)
-        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
-            self.kill()
-        self._remove_scratch()
-
-    def _remove_scratch(self) -> None:
-        # Sandboxed kernels die with the worker (bwrap --die-with-parent), but may still be
-        # letting go of their files: a few tries.
-        for _ in range(20):
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            if not self.scratch.exists():
-                return
-            time.sleep(0.1)
-
-
-def _record_lost_worker(opts: BatchOptions, student: str, status: str, reason: str,
-                        duration: float, submitted_at: str) -> StudentOutcome:
-    """A submission whose worker was killed or died: zeros in the gradebook, and why."""
-    from nbgrader.api import Gradebook
-
-    from .outcome import read_outcome, record_failure
-    from .worker import load_grading_config
-
-    cfg = load_grading_config(Path(opts.course_root), opts.grading_config)
-    course_id = cfg.CourseDirectory.get("course_id", "default_course")
-    outcome = StudentOutcome(student=student, status=status, reason=reason,
-                             duration_s=round(duration, 3), submitted_at=submitted_at)
-    with Gradebook(cfg.CourseDirectory.db_url, course_id) as gb:
-        record_failure(gb, opts.assignment, student)
-        outcome.score, outcome.max_score, outcome.checks = read_outcome(
-            gb, Path(opts.course_root), opts.assignment, student)
-    return outcome
-
-
-#: How many times a submission is handed to a fresh worker after its worker died under it.
-WORKER_DEATH_RETRIES = 1
+    return worker_process.worker_command(opts.course_root, opts.assignment, opts.grading_config)
 
 
 class BatchBusy(RuntimeError):
@@ -338,39 +228,65 @@ def _grade_batch(opts: BatchOptions,
     skipped = len(submissions) - len(todo)
     results = {s: done[s] for s in submissions if s in done and s not in todo}
     progress = Progress(opts.progress, len(todo))
-    n_workers = max(1, min(opts.workers, len(todo)))
-    log = open(out_dir / "workers.log", "a")
-    workers: list[_Worker] = []
-    pending = list(todo)
-    interrupted = False
-    sel = selectors.DefaultSelector()
-
     finished_now = 0
-    deaths: dict[str, int] = {}
 
-    def finish(outcome: StudentOutcome) -> None:
+    def finish(outcome: StudentOutcome, running: int) -> None:
+        """A student is graded: into the ledger first, then the progress and the caller."""
         nonlocal finished_now
         finished_now += 1
         ledger.append(outcome)
         results[outcome.student] = outcome
-        progress.update(outcome, sum(1 for w in workers if w.student))
+        progress.update(outcome, running)
         if on_outcome:
             on_outcome(outcome)
 
-    def start_worker(index: int) -> _Worker:
-        w = _Worker(opts, index, log)
+    interrupted = False
+    try:
+        if not todo:
+            pass
+        elif opts.scheduler:
+            from .cluster import grade_on_cluster
+
+            grade_on_cluster(opts, todo, submissions, finish)
+        else:
+            _grade_here(opts, todo, submissions, finish)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.close()
+    ordered = [results[s] for s in submissions if s in results]
+    return BatchResult(ordered, graded_now=finished_now, skipped=skipped,
+                       interrupted=interrupted, wall_s=time.monotonic() - t0)
+
+
+def _grade_here(opts: BatchOptions, todo: list[str], submissions: dict[str, str],
+                finish: Callable[[StudentOutcome, int], None]) -> None:
+    """Grade ``todo`` with worker processes on this machine; ``finish`` each student."""
+    n_workers = max(1, min(opts.workers, len(todo)))
+    log = open(opts.out_dir / "workers.log", "a")
+    workers: list[worker_process.WorkerProcess] = []
+    pending = list(todo)
+    interrupted = False
+    sel = selectors.DefaultSelector()
+    deaths: dict[str, int] = {}
+
+    def done(outcome: StudentOutcome) -> None:
+        finish(outcome, sum(1 for w in workers if w.student))
+
+    def start_worker(index: int) -> worker_process.WorkerProcess:
+        w = worker_process.WorkerProcess(worker_command(opts), index, log)
         sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         return w
 
-    def replace(w: _Worker) -> None:
+    def replace(w: worker_process.WorkerProcess) -> None:
         sel.unregister(w.proc.stdout)
         w.kill()
         workers[workers.index(w)] = start_worker(w.index)
 
-    _remove_stale_scratch()
+    worker_process.remove_stale_scratch()
     try:
-        workers.extend(start_worker(i) for i in range(n_workers if todo else 0))
-        if todo and opts.before_grading is not None:
+        workers.extend(start_worker(i) for i in range(n_workers))
+        if opts.before_grading is not None:
             try:
                 opts.before_grading()
             except BaseException:
@@ -383,43 +299,40 @@ def _grade_batch(opts: BatchOptions,
                 if w.student is None and pending:
                     w.send(pending.pop(0))
             for key, _ in sel.select(timeout=0.5):
-                w: _Worker = key.data
-                line = w.proc.stdout.readline()
-                if not line:                            # the worker died under a submission
+                w: worker_process.WorkerProcess = key.data
+                msg = w.read_message()
+                if msg is None:                         # the worker died under a submission
                     student, took = w.student, time.monotonic() - w.started
-                    code = w.proc.poll()
                     if student is not None:
                         # The learner's code runs in a kernel of its own, not in the worker: a
                         # dead worker is the machine's fault. Once more on a fresh worker; then
                         # "not graded", never a 0, and the next run tries again.
                         deaths[student] = deaths.get(student, 0) + 1
-                        if deaths[student] <= WORKER_DEATH_RETRIES:
+                        if deaths[student] <= worker_process.WORKER_DEATH_RETRIES:
                             pending.insert(0, student)
                         else:
-                            finish(StudentOutcome.not_graded(
-                                student, f"the grading process died {deaths[student]} times "
-                                         f"under it (last exit status {code})",
-                                duration_s=round(took, 3),
-                                submitted_at=submissions.get(student, "")))
+                            done(worker_process.death_outcome(
+                                student, deaths[student], w.proc.poll(), took,
+                                submissions.get(student, "")))
                     w.student = None
                     replace(w)
                     continue
-                msg = json.loads(line)
                 if msg.get("ready"):
                     continue
                 w.student = None
-                finish(StudentOutcome.from_json(msg))
+                done(StudentOutcome.from_json(msg))
             now = time.monotonic()
             for w in list(workers):
                 if w.student and now - w.started > opts.submission_timeout_s:
                     student = w.student
                     replace(w)
-                    finish(_record_lost_worker(
-                        opts, student, "timeout",
-                        f"grading this submission took longer than {opts.submission_timeout_s:g} s "
-                        "and was stopped", now - w.started, submissions.get(student, "")))
+                    done(worker_process.record_lost_submission(
+                        opts.course_root, opts.assignment, opts.grading_config, student,
+                        "timeout", worker_process.timeout_reason(opts.submission_timeout_s),
+                        now - w.started, submissions.get(student, "")))
     except KeyboardInterrupt:
         interrupted = True
+        raise
     finally:
         for w in workers:               # every idle worker winds down at once, not in turn
             if not (w.student or interrupted):
@@ -431,7 +344,3 @@ def _grade_batch(opts: BatchOptions,
                 w.close()
         sel.close()
         log.close()
-        progress.close()
-    ordered = [results[s] for s in submissions if s in results]
-    return BatchResult(ordered, graded_now=finished_now, skipped=skipped,
-                       interrupted=interrupted, wall_s=time.monotonic() - t0)

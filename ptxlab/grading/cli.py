@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grading-config", type=Path, default=None,
                         help="grading settings loaded before the course's nbgrader_config.py "
                              "(default: autograder/nbgrader_config.py)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="grade on the workers of this Dask scheduler (tcp://HOST:8786) "
+                             "instead of on this machine; this machine keeps the gradebook, the "
+                             "ledger and the reports (autograder/README.md, 'Grading on several "
+                             "machines')")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--no-preflight", action="store_true",
                         help="skip the check that starts one sandboxed kernel and one kernel "
@@ -72,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
                         submission_timeout_s=args.submission_timeout,
                         grading_config=args.grading_config, students=args.students,
                         progress=None if args.quiet else sys.stderr,
-                        before_grading=None if args.no_preflight else preflight)
+                        before_grading=None if args.no_preflight or args.scheduler else preflight,
+                        scheduler=args.scheduler, preflight=not args.no_preflight)
     try:
         result = grade_batch(opts)
     except PreflightFailed as exc:
@@ -81,6 +87,18 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, BatchBusy) as exc:
         print(f"ptxlab grade: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:
+        if args.scheduler and exc.name and exc.name.split(".")[0] == "distributed":
+            print("ptxlab grade: --scheduler needs Dask's distributed package on this machine "
+                  "and on every worker: pip install 'ptxlab[cluster]'", file=sys.stderr)
+            return 2
+        raise
+    except OSError as exc:
+        if args.scheduler:
+            print(f"ptxlab grade: cannot reach the Dask scheduler {args.scheduler}: {exc}",
+                  file=sys.stderr)
+            return 2
+        raise
     if not result.outcomes:
         print(f"no collected submissions of {args.assignment!r} under {course / 'submitted'} "
               "(run 'nbgrader collect' first)", file=sys.stderr)
@@ -89,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     csv_path = write_csv(result.outcomes, out / "grades.csv")
     plot = write_plot(result.outcomes, out / "scores.png", f"{args.assignment}: scores")
     summary = write_summary(result.outcomes, out / "summary.md", assignment=args.assignment,
-                            wall_s=result.wall_s, workers=opts.workers, plot=plot)
+                            wall_s=result.wall_s, workers=opts.workers, plot=plot,
+                            graded_on=f"on the Dask cluster {args.scheduler}" if args.scheduler else None)
     print(f"graded {result.graded_now} now, {result.skipped} already graded; "
           f"{len(result.outcomes)} students in {csv_path} and {summary}"
           + (f" ({plot.name})" if plot else ""))

@@ -106,8 +106,9 @@ def _reason_kind(reason: str) -> str:
 
 def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment: str,
                   wall_s: float | None = None, workers: int | None = None,
-                  plot: Path | None = None) -> Path:
-    """Markdown summary of the batch."""
+                  plot: Path | None = None, graded_on: str | None = None) -> Path:
+    """Markdown summary of the batch (``graded_on``: the cluster that graded, instead of the
+    number of workers on this machine)."""
     path = Path(path)
     pct = [_percent(o) for o in outcomes if o.counted]
     lines = [f"# Autograding summary: {assignment}", ""]
@@ -115,7 +116,8 @@ def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment:
     lines.append(f"{len(outcomes)} submissions: " + ", ".join(
         f"{n} {s}" for s, n in sorted(status.items())))
     if wall_s is not None:
-        lines.append(f"\nGraded in {wall_s:.1f} s" + (f" with {workers} workers." if workers else "."))
+        how = f" {graded_on}." if graded_on else (f" with {workers} workers." if workers else ".")
+        lines.append(f"\nGraded in {wall_s:.1f} s" + how)
     where = Counter(kernel_backend(o) for o in outcomes if kernel_backend(o))
     if where:
         names = {"gpu": "the GPU", "cpu": "the CPU backend (PTX interpreter)",

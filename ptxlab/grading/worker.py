@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -37,8 +38,10 @@ def default_grading_config() -> Path | None:
     return candidate if candidate.exists() else None
 
 
-def load_grading_config(course_root: Path, grading_config: Path | None = None):
-    """nbgrader configuration: the grading settings, then the course's own file on top."""
+def load_grading_config(course_root: Path, grading_config: Path | None = None,
+                        db_url: str | None = None):
+    """nbgrader configuration: the grading settings, then the course's own file on top
+    (``db_url``, when given, names the gradebook whatever the files say)."""
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -50,7 +53,9 @@ def load_grading_config(course_root: Path, grading_config: Path | None = None):
             path = Path(path).resolve()
             cfg.merge(PyFileConfigLoader(path.name, path=str(path.parent)).load_config())
     cfg.CourseDirectory.root = str(course_root)
-    if "db_url" not in cfg.CourseDirectory:
+    if db_url:
+        cfg.CourseDirectory.db_url = db_url
+    elif "db_url" not in cfg.CourseDirectory:
         # Workers share one SQLite gradebook: wait for a busy lock instead of failing.
         cfg.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}?timeout=120"
     return cfg
@@ -59,13 +64,14 @@ def load_grading_config(course_root: Path, grading_config: Path | None = None):
 class SubmissionGrader:
     """Autogrades single submissions of one assignment through nbgrader's own API."""
 
-    def __init__(self, course_root: Path, assignment: str, grading_config: Path | None = None):
+    def __init__(self, course_root: Path, assignment: str, grading_config: Path | None = None,
+                 db_url: str | None = None):
         from nbgrader.apps.api import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
 
         self.course_root = Path(course_root).resolve()
         self.assignment = assignment
-        self.config = load_grading_config(self.course_root, grading_config)
+        self.config = load_grading_config(self.course_root, grading_config, db_url)
         self.coursedir = CourseDirectory(config=self.config)
         self.api = NbGraderAPI(coursedir=self.coursedir, config=self.config)
         self.log_dir = self.course_root / "grading" / assignment / "logs"
@@ -231,19 +237,44 @@ def skip_unused_imports() -> None:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
+def _exit_with_parent() -> None:
+    """Stop, with the kernels below, when the process that drives this worker is gone.
+
+    A driver killed outright (a Dask worker lost with its machine's job, a head killed with
+    SIGKILL) cannot stop its workers; a worker left behind would grade on for nobody.
+    """
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                try:
+                    if os.getpgid(0) == os.getpid():   # a group of its own: it and its kernels
+                        os.killpg(0, signal.SIGKILL)
+                finally:
+                    os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     skip_unused_imports()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("course_root", type=Path)
     parser.add_argument("assignment")
     parser.add_argument("--grading-config", type=Path, default=None)
+    parser.add_argument("--db-url", default=None, help="the gradebook (default: the course's)")
     args = parser.parse_args(argv)
+    _exit_with_parent()
     # Results go to the original stdout; everything else printed here or by the processes
     # started below (nbgrader, notebook kernels) goes to stderr.
     results = os.fdopen(os.dup(1), "w", buffering=1)
     sys.stdout.flush()
     os.dup2(2, 1)
-    grader = SubmissionGrader(args.course_root, args.assignment, args.grading_config)
+    grader = SubmissionGrader(args.course_root, args.assignment, args.grading_config, args.db_url)
     results.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         if not line.strip():

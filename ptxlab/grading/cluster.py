@@ -1,0 +1,164 @@
+"""``ptxlab grade --scheduler ADDRESS``: the head's side of grading on a Dask cluster.
+
+The head keeps everything that must exist once: the ledger, the gradebook, the CSV and the
+summary (written by :mod:`ptxlab.grading.batch` and :mod:`ptxlab.grading.cli` as on one
+machine). It sends the workers the course once and each student's submitted folder as data;
+each Dask worker grades in its own sandbox on its own GPU or CPU model
+(:mod:`ptxlab.grading.cluster_worker`) and sends back data. A worker that dies mid-submission
+loses nothing: Dask runs the task again on another worker, and the student is written only when
+a result arrives. A worker whose preflight fails gets no more students.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from . import transfer
+from .cluster_worker import CourseBundle, WorkerUnfit, grade_submission
+from .outcome import StudentOutcome
+from .worker import load_grading_config
+
+if TYPE_CHECKING:
+    from .batch import BatchOptions
+
+__all__ = ["make_bundle", "grade_on_cluster"]
+
+#: Seconds to wait for a first worker once the scheduler answers (how long to wait for the
+#: scheduler itself is Dask's own setting, ``distributed.comm.timeouts.connect``).
+WORKER_WAIT_S = 120.0
+
+
+def make_bundle(opts: "BatchOptions", course_id: str, db_url: str) -> CourseBundle:
+    """The course as a worker needs it: its config, the assignment's source and definitions."""
+    import io
+    import tarfile
+
+    root = Path(opts.course_root)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        config = root / "nbgrader_config.py"
+        if config.is_file():
+            tar.add(str(config), arcname="nbgrader_config.py")
+        tar.add(str(root / "source" / opts.assignment), arcname=f"source/{opts.assignment}")
+    with tempfile.TemporaryDirectory(prefix="ptxlab-template-") as tmp:
+        template = transfer.template_gradebook(db_url, course_id, opts.assignment,
+                                               Path(tmp) / "gradebook.db")
+        gradebook = template.read_bytes()
+    grading_config = Path(opts.grading_config).read_text() if opts.grading_config else None
+    return CourseBundle(course_id=course_id, assignment=opts.assignment,
+                        course_files=buffer.getvalue(), gradebook=gradebook,
+                        grading_config=grading_config,
+                        submission_timeout_s=opts.submission_timeout_s, preflight=opts.preflight)
+
+
+def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[str, str],
+                     finish: Callable[[StudentOutcome, int], None]) -> None:
+    """Grade ``todo`` on the workers of the Dask scheduler ``opts.scheduler``."""
+    from distributed import Client, as_completed
+    from distributed.client import FutureCancelledError
+
+    cfg = load_grading_config(Path(opts.course_root), opts.grading_config)
+    course_id = cfg.CourseDirectory.get("course_id", "default_course")
+    db_url = cfg.CourseDirectory.db_url
+    root = Path(opts.course_root)
+    log = open(opts.out_dir / "workers.log", "a")
+    say = (lambda text: print(text, file=opts.progress)) if opts.progress else (lambda text: None)
+
+    client = Client(opts.scheduler)
+    futures: dict = {}           # future -> student
+    try:
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except TimeoutError:
+            raise OSError(f"no worker joined within {WORKER_WAIT_S:g} s (start them with "
+                          f"'dask worker {opts.scheduler} --nthreads 1')") from None
+        bundle = client.scatter(make_bundle(opts, course_id, db_url), broadcast=True)
+        unfit: dict[str, str] = {}
+        announced: set[str] = set()
+        pending = list(todo)
+        ac = as_completed()
+
+        def capacity() -> int:
+            return max(2, 2 * sum(client.nthreads().values()))
+
+        def submit_next() -> None:
+            while pending and len(futures) < capacity():
+                student = pending.pop(0)
+                fit = [w for w in client.nthreads() if w not in unfit]
+                if unfit and not fit:
+                    finish(StudentOutcome.not_graded(
+                        student, "no grading worker can grade: "
+                                 + "; ".join(f"{w}: {p}" for w, p in unfit.items()),
+                        submitted_at=submissions.get(student, "")), len(futures))
+                    continue
+                packed = transfer.pack_folder(root / "submitted" / student / opts.assignment)
+                extension = transfer.submission_extension(db_url, course_id, opts.assignment,
+                                                          student)
+                future = client.submit(
+                    grade_submission, bundle, student, packed, submissions.get(student, ""),
+                    extension, key=f"ptxlab-grade-{opts.assignment}-{student}-{uuid.uuid4().hex[:8]}",
+                    pure=False, workers=fit if unfit else None, allow_other_workers=False)
+                futures[future] = student
+                ac.add(future)
+
+        submit_next()
+        for future in ac:
+            student = futures.pop(future)
+            outcome = _receive(future, student, opts, course_id, db_url, submissions, unfit,
+                               pending, log, FutureCancelledError)
+            if outcome is not None:
+                finish(outcome, min(len(futures), sum(client.nthreads().values())))
+            for address in set(unfit) - announced:
+                announced.add(address)
+                say(f"the grading worker {address} cannot grade ({unfit[address]}): its "
+                    "students go to the other workers")
+            submit_next()
+    except KeyboardInterrupt:
+        for future in futures:
+            future.cancel()
+        raise
+    finally:
+        log.close()
+        client.close()
+
+
+def _receive(future, student: str, opts: "BatchOptions", course_id: str, db_url: str,
+             submissions: dict[str, str], unfit: dict[str, str], pending: list[str], log,
+             cancelled_error) -> StudentOutcome | None:
+    """One finished task: its outcome, written where the head keeps it; ``None`` when the
+    student was handed back to be graded elsewhere."""
+    stamp = submissions.get(student, "")
+    try:
+        result = future.result()
+    except WorkerUnfit as exc:
+        unfit[exc.address] = exc.problem
+        log.write(f"{time.strftime('%F %T')} {exc}\n")
+        log.flush()
+        pending.insert(0, student)
+        return None
+    except cancelled_error:
+        return StudentOutcome.not_graded(student, "its grading task was cancelled",
+                                         submitted_at=stamp)
+    except Exception as exc:        # the machine's fault: never a 0, the next run retries
+        name = type(exc).__name__
+        why = ("the grading workers died under it too often" if name == "KilledWorker"
+               else f"the grading worker failed: {name}: {exc}")
+        log.write(f"{time.strftime('%F %T')} {student}: {why}\n")
+        log.flush()
+        return StudentOutcome.not_graded(student, why, submitted_at=stamp)
+    outcome = StudentOutcome.from_json(result["outcome"])
+    root = Path(opts.course_root)
+    if outcome.counted:
+        transfer.import_grades(db_url, course_id, opts.assignment, student, result["grades"])
+        if result.get("autograded") is not None:
+            transfer.unpack_folder(result["autograded"],
+                                   root / "autograded" / student / opts.assignment)
+    logs = opts.out_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{student}.log").write_text(result.get("log", ""))
+    log.write(f"{time.strftime('%F %T')} {student}: {outcome.status} on {result.get('worker')}\n")
+    log.flush()
+    return outcome

@@ -1,0 +1,159 @@
+"""``ptxlab grade --scheduler``: a class graded on a Dask cluster gets exactly the grades it gets
+on one machine, even when a worker is killed in the middle of a submission.
+
+A local cluster of 2 worker processes stands in for the GPU machines: each worker unpacks the
+course into a private folder, grades in its own sandbox and sends back data; only the head (the
+``ptxlab grade`` process) writes the ledger, the CSV, the summary and the gradebook.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "fixtures" / "grading"))
+sys.path.insert(0, str(HERE / "submissions"))
+import cases as corpus  # noqa: E402
+import course as fixture_course  # noqa: E402
+
+pytest.importorskip("nbgrader")
+distributed = pytest.importorskip("distributed", reason="Dask's distributed package is not installed "
+                                  "(pip install -e '.[cluster]')")
+
+CASES = {c.name: c for c in corpus.CASES}
+#: Good and bad submissions, the bad ones of every kind a batch must survive.
+CLASS = {
+    "s01": "good_a", "s02": "bad_wrong_formula", "s03": "good_b", "s04": "bad_syntax_error",
+    "s05": "bad_corrupted_json", "s06": "good_c", "s07": "bad_deleted_test_cell",
+    "s08": "bad_returns_nan", "s09": "bad_snoop", "s10": "good_a",
+}
+LINKED = "s11"          # a submission holding a link: refused with a reason, on both
+#: The CSV's columns that must agree (not the time each took).
+SAME = ["student", "status", "score", "max_score", "percent", "failed_checks", "reason",
+        "kernel_backend", "submitted_at"]
+
+
+def _build(root: Path, env: dict) -> Path:
+    fixture_course.make_course(root)
+    gen = fixture_course.nbgrader(["generate_assignment", "ps1"], root, env)
+    assert gen.returncode == 0, gen.stderr[-3000:]
+    for student, case in CLASS.items():
+        corpus.write_submission(root, student, CASES[case])
+    folder = corpus.write_submission(root, LINKED, CASES["good_a"])
+    (folder / "notes.txt").symlink_to(root / "source" / "ps1" / "ps1.ipynb")
+    return root
+
+
+def _rows(root: Path) -> dict[str, dict]:
+    with open(root / "grading" / "ps1" / "grades.csv") as fh:
+        rows = {r["student"]: {k: r[k] for k in SAME} for r in csv.DictReader(fh)}
+    for row in rows.values():     # each course's own folder may appear in a reason
+        row["reason"] = row["reason"].replace(str(root.resolve()), "<course>")
+    return rows
+
+
+def _gradebook(root: Path) -> dict:
+    from nbgrader.api import Gradebook
+
+    found = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", fixture_course.COURSE_ID) as gb:
+        for student in [*CLASS, LINKED]:
+            sub = gb.find_submission("ps1", student)
+            for nb in sub.notebooks:
+                found[student, nb.name] = (
+                    sub.timestamp, nb.late_submission_penalty,
+                    sorted((g.name, g.auto_score, g.needs_manual_grade) for g in nb.grades),
+                    sorted((c.name, c.auto_comment or "") for c in nb.comments))
+    return found
+
+
+def _graded_notebooks(root: Path) -> set[str]:
+    return {p.relative_to(root / "autograded").as_posix()
+            for p in (root / "autograded").glob("*/ps1/*.ipynb")}
+
+
+@pytest.fixture(scope="module")
+def graded_here(tmp_path_factory):
+    """The class graded on this machine, the way it always was: the reference."""
+    env = fixture_course.grading_env(PTXLAB_CELL_TIMEOUT_S="20")
+    root = _build(tmp_path_factory.mktemp("here") / "course", env)
+    run = fixture_course.ptxlab_grade(["ps1", "--workers", "2", "--quiet"], root, env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return root
+
+
+def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(graded_here,
+                                                                              tmp_path):
+    env = fixture_course.grading_env(PTXLAB_CELL_TIMEOUT_S="20")
+    root = _build(tmp_path / "course", env)
+    ledger = root / "grading" / "ps1" / "ledger.jsonl"
+    old_env = dict(os.environ)
+    os.environ.update(env)          # the workers start from this process's environment
+    try:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None, silence_logs=40) as cluster, \
+                distributed.Client(cluster) as client:
+            head = subprocess.Popen(
+                [sys.executable, "-m", "ptxlab.cli", "grade", "ps1", "--scheduler",
+                 cluster.scheduler_address], cwd=root, env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            # Once the class is under way, kill a worker in the middle of a submission.
+            killed = None
+            deadline = time.monotonic() + 300
+            while killed is None and time.monotonic() < deadline and head.poll() is None:
+                done = len(ledger.read_text().splitlines()) if ledger.exists() else 0
+                busy = [w for w, keys in client.processing().items() if keys]
+                if done >= 2 and busy:
+                    pids = client.run(os.getpid)
+                    killed = busy[0]
+                    os.kill(pids[killed], signal.SIGKILL)
+                time.sleep(0.05)
+            out, err = head.communicate(timeout=600)
+            assert killed is not None, f"the batch ended before a worker could be killed:\n{err[-3000:]}"
+            assert head.returncode == 0, err[-3000:]
+            workers_log = (root / "grading" / "ps1" / "workers.log").read_text()
+    finally:
+        os.environ.clear()
+        os.environ.update(old_env)
+
+    # The killed worker's submission was graded again elsewhere: every student exactly once in
+    # the ledger, each with a counted grade.
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert sorted(e["student"] for e in entries) == sorted([*CLASS, LINKED])
+    assert all(e["status"] != "infrastructure" for e in entries), entries
+    assert f"graded {len(CLASS) + 1} now" in out
+    # Identical to the class graded on one machine: the CSV (but the time each took), the
+    # gradebook's scores, review marks and comments, the graded notebooks.
+    assert _rows(root) == _rows(graded_here)
+    assert _gradebook(root) == _gradebook(graded_here)
+    assert _graded_notebooks(root) == _graded_notebooks(graded_here)
+    rows = _rows(root)
+    assert rows["s01"]["percent"] == "100.0" and float(rows["s02"]["score"]) < float(rows["s01"]["score"])
+    assert "symbolic links" in rows[LINKED]["reason"]
+    assert "on the Dask cluster" in (root / "grading" / "ps1" / "summary.md").read_text()
+    assert " on tcp://" in workers_log                  # who graded whom, for the instructor
+    # The killed worker's grading process did not outlive it.
+    time.sleep(2)
+    left = subprocess.run(["pgrep", "-f", f"ptxlab.grading.worker .*-course-"], capture_output=True,
+                          text=True).stdout.split()
+    assert not left, f"grading processes left behind: {left}"
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path):
+    env = fixture_course.grading_env()
+    root = _build(tmp_path / "course", env)
+    run = fixture_course.ptxlab_grade(["ps1", "--scheduler", "tcp://127.0.0.1:9", "--quiet"],
+                                      root, dict(env, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s"),
+                                      timeout=180)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "cannot reach the Dask scheduler tcp://127.0.0.1:9" in run.stderr
+    assert not (root / "grading" / "ps1" / "ledger.jsonl").exists() or \
+        not (root / "grading" / "ps1" / "ledger.jsonl").read_text()
