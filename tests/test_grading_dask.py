@@ -92,6 +92,9 @@ def graded_here(tmp_path_factory):
 
 def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(graded_here,
                                                                               tmp_path):
+    """Two good workers (one killed mid-submission, and restarted by its nanny) and a third
+    started with ``dask worker`` on a machine whose sandbox cannot start: its preflight fails,
+    and its students go to the others."""
     env = fixture_course.grading_env(PTXLAB_CELL_TIMEOUT_S="20")
     root = _build(tmp_path / "course", env)
     ledger = root / "grading" / "ps1" / "ledger.jsonl"
@@ -101,6 +104,14 @@ def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(gra
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                       dashboard_address=None, silence_logs=40) as cluster, \
                 distributed.Client(cluster) as client:
+            unfit = subprocess.Popen(
+                [sys.executable, "-m", "dask", "worker", cluster.scheduler_address, "--nthreads",
+                 "1", "--name", "no-sandbox", "--no-nanny"],
+                env=dict(env, PTXLAB_BWRAP="/nonexistent/bwrap"), stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+            client.wait_for_workers(3, timeout=120)
+            unfit_address = next(a for a, w in client.scheduler_info()["workers"].items()
+                                 if w.get("name") == "no-sandbox")
             head = subprocess.Popen(
                 [sys.executable, "-m", "ptxlab.cli", "grade", "ps1", "--scheduler",
                  cluster.scheduler_address], cwd=root, env=env, stdout=subprocess.PIPE,
@@ -110,13 +121,16 @@ def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(gra
             deadline = time.monotonic() + 300
             while killed is None and time.monotonic() < deadline and head.poll() is None:
                 done = len(ledger.read_text().splitlines()) if ledger.exists() else 0
-                busy = [w for w, keys in client.processing().items() if keys]
+                busy = [w for w, keys in client.processing().items()
+                        if keys and w != unfit_address]
                 if done >= 2 and busy:
                     pids = client.run(os.getpid)
                     killed = busy[0]
                     os.kill(pids[killed], signal.SIGKILL)
                 time.sleep(0.05)
             out, err = head.communicate(timeout=600)
+            unfit.terminate()
+            unfit.wait(timeout=60)
             assert killed is not None, f"the batch ended before a worker could be killed:\n{err[-3000:]}"
             assert head.returncode == 0, err[-3000:]
             workers_log = (root / "grading" / "ps1" / "workers.log").read_text()
@@ -140,6 +154,8 @@ def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(gra
     assert "symbolic links" in rows[LINKED]["reason"]
     assert "on the Dask cluster" in (root / "grading" / "ps1" / "summary.md").read_text()
     assert " on tcp://" in workers_log                  # who graded whom, for the instructor
+    assert f"{unfit_address} cannot grade" in err and "needs bubblewrap" in err
+    assert f"on {unfit_address}" not in workers_log
     # The killed worker's grading process did not outlive it.
     time.sleep(2)
     left = subprocess.run(["pgrep", "-f", f"ptxlab.grading.worker .*-course-"], capture_output=True,

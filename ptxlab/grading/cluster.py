@@ -10,6 +10,7 @@ a result arrives. A worker whose preflight fails gets no more students.
 """
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 import uuid
@@ -65,7 +66,6 @@ def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[st
     db_url = cfg.CourseDirectory.db_url
     root = Path(opts.course_root)
     log = open(opts.out_dir / "workers.log", "a")
-    say = (lambda text: print(text, file=opts.progress)) if opts.progress else (lambda text: None)
 
     client = Client(opts.scheduler)
     futures: dict = {}           # future -> student
@@ -113,8 +113,8 @@ def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[st
                 finish(outcome, min(len(futures), sum(client.nthreads().values())))
             for address in set(unfit) - announced:
                 announced.add(address)
-                say(f"the grading worker {address} cannot grade ({unfit[address]}): its "
-                    "students go to the other workers")
+                print(f"the grading worker {address} cannot grade ({unfit[address]}): its "
+                      "students go to the other workers", file=sys.stderr)
             submit_next()
     except KeyboardInterrupt:
         for future in futures:

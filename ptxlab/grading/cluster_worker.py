@@ -89,15 +89,20 @@ class _LocalCourse:
             self.grading_config.write_text(bundle.grading_config)
         self.out_dir = self.root / "grading" / bundle.assignment
         (self.out_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self._idle: list[worker_process.WorkerProcess] = []
+        self._lock = threading.Lock()
+        self._started = 0
+        self._idle.append(self._take())      # it imports nbgrader while the preflight runs
         self.problem: str | None = None
         if bundle.preflight:
             from .preflight import run_preflight
 
             check = run_preflight(self.root, self.grading_config)
-            self.problem = None if check.ok else check.problem
-        self._idle: list[worker_process.WorkerProcess] = []
-        self._lock = threading.Lock()
-        self._started = 0
+            if not check.ok:
+                self.problem = check.problem
+                for w in self._idle:
+                    w.kill()
+                self._idle.clear()
 
     def _take(self) -> worker_process.WorkerProcess:
         with self._lock:

@@ -55,28 +55,44 @@ def template_gradebook(source_url: str, course_id: str, assignment: str, dest: P
     score, no comment."""
     from nbgrader.api import Gradebook
 
+    import sqlite3
+
+    from sqlalchemy import text
+
     dest = Path(dest)
     if dest.exists():
         dest.unlink()
-    with Gradebook(source_url, course_id) as src, \
-            Gradebook(f"sqlite:///{dest}", course_id) as out:
-        a = src.find_assignment(assignment)
-        out.update_or_create_assignment(a.name, duedate=a.duedate)
-        for nb in a.notebooks:
-            out.update_or_create_notebook(nb.name, a.name)
-            for cell in nb.grade_cells:
-                out.update_or_create_grade_cell(cell.name, nb.name, a.name,
-                                                max_score=cell.max_score, cell_type=cell.cell_type)
-            for cell in nb.solution_cells:
-                out.update_or_create_solution_cell(cell.name, nb.name, a.name)
-            for cell in nb.task_cells:
-                out.update_or_create_task_cell(cell.name, nb.name, a.name,
-                                               max_score=cell.max_score, cell_type=cell.cell_type)
-            for cell in nb.source_cells:
-                out.update_or_create_source_cell(cell.name, nb.name, a.name,
-                                                 cell_type=cell.cell_type, locked=cell.locked,
-                                                 source=cell.source, checksum=cell.checksum)
+    with Gradebook(source_url, course_id) as src:
+        # The schema's version, written first: a gradebook without one asks the alembic
+        # command for it (seconds).
+        version = src.db.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        with sqlite3.connect(dest) as db:
+            db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+            db.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (version,))
+        db.close()
+        with Gradebook(f"sqlite:///{dest}", course_id) as out:
+            _copy_definitions(src, out, assignment)
     return dest
+
+
+def _copy_definitions(src, out, assignment: str) -> None:
+    """One assignment's definitions from gradebook ``src`` into ``out``."""
+    a = src.find_assignment(assignment)
+    out.update_or_create_assignment(a.name, duedate=a.duedate)
+    for nb in a.notebooks:
+        out.update_or_create_notebook(nb.name, a.name)
+        for cell in nb.grade_cells:
+            out.update_or_create_grade_cell(cell.name, nb.name, a.name,
+                                            max_score=cell.max_score, cell_type=cell.cell_type)
+        for cell in nb.solution_cells:
+            out.update_or_create_solution_cell(cell.name, nb.name, a.name)
+        for cell in nb.task_cells:
+            out.update_or_create_task_cell(cell.name, nb.name, a.name,
+                                           max_score=cell.max_score, cell_type=cell.cell_type)
+        for cell in nb.source_cells:
+            out.update_or_create_source_cell(cell.name, nb.name, a.name,
+                                             cell_type=cell.cell_type, locked=cell.locked,
+                                             source=cell.source, checksum=cell.checksum)
 
 
 def submission_extension(db_url: str, course_id: str, assignment: str,
