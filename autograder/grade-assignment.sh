@@ -5,6 +5,7 @@
 # python3 on PATH, which must have ptxlab and nbgrader). Safe to run again at any time: collect
 # takes only new submissions, `ptxlab grade` grades only what changed (and continues an
 # interrupted run), and feedback is regenerated for everyone graded.
+# $PTXLAB_SCHEDULER (a Dask scheduler's address) grades on that cluster's workers.
 # $PTXLAB_COLLECT_ARGS adds options to `nbgrader collect` (e.g. --CollectApp.check_owner=False
 # where submissions are not owned by the students' accounts).
 set -euo pipefail
@@ -21,7 +22,7 @@ say "collecting $assignment"
 # shellcheck disable=SC2086
 "$py" -m nbgrader collect "$assignment" ${PTXLAB_COLLECT_ARGS:-}
 say "grading $assignment"
-"$py" -m ptxlab.cli grade "$assignment" --quiet "$@"
+"$py" -m ptxlab.cli grade "$assignment" --quiet ${PTXLAB_SCHEDULER:+--scheduler "$PTXLAB_SCHEDULER"} "$@"
 say "writing feedback"
 "$py" -m nbgrader generate_feedback "$assignment" --force
 "$py" -m nbgrader release_feedback "$assignment"

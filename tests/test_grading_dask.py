@@ -8,6 +8,7 @@ course into a private folder, grades in its own sandbox and sends back data; onl
 from __future__ import annotations
 
 import csv
+import re
 import json
 import os
 import signal
@@ -173,3 +174,32 @@ def test_an_unreachable_scheduler_is_a_clear_error(tmp_path):
     assert "cannot reach the Dask scheduler tcp://127.0.0.1:9" in run.stderr
     assert not (root / "grading" / "ps1" / "ledger.jsonl").exists() or \
         not (root / "grading" / "ps1" / "ledger.jsonl").read_text()
+
+
+def _unit(name: str):
+    import configparser
+
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    parser.read(fixture_course.REPO / "autograder" / name)
+    return parser["Service"]
+
+
+@pytest.mark.parametrize("unit, command", [("ptxlab-dask-scheduler.service", "scheduler"),
+                                           ("ptxlab-dask-worker.service", "worker")])
+def test_the_cluster_units_start_dask_with_options_it_knows(unit, command):
+    """The head's scheduler and each GPU machine's workers: the command the unit runs exists
+    in this environment, with every option the unit passes."""
+    service = _unit(unit)
+    argv = service["ExecStart"].split()
+    assert argv[0] == "/srv/ptxlab/.venv/bin/dask" and argv[1] == command
+    assert service["EnvironmentFile"] == "/etc/ptxlab/grading.env"
+    help_text = subprocess.run([sys.executable, "-m", "dask", command, "--help"],
+                               capture_output=True, text=True, timeout=120).stdout
+    for option in (a for a in argv[2:] if a.startswith("--")):
+        assert option in help_text, f"{unit}: 'dask {command}' has no option {option}"
+    env_file = (fixture_course.REPO / "autograder" / "grading.env").read_text()
+    for variable in {v for a in argv for v in re.findall(r"\$\{(\w+)\}", a)}:
+        assert f"{variable}=" in env_file, f"{unit} needs {variable}, which grading.env does not name"
+    if command == "worker":
+        assert argv[argv.index("--nthreads") + 1] == "1"     # one submission per worker process
