@@ -203,3 +203,34 @@ def test_the_cluster_units_start_dask_with_options_it_knows(unit, command):
         assert f"{variable}=" in env_file, f"{unit} needs {variable}, which grading.env does not name"
     if command == "worker":
         assert argv[argv.index("--nthreads") + 1] == "1"     # one submission per worker process
+
+
+def test_a_worker_gets_one_assignment_and_no_student(tmp_path):
+    """The gradebook sent to the workers: the graded assignment's definitions, nothing of the
+    other assignments (their hidden tests) and nothing of any student."""
+    from nbgrader.api import Gradebook
+
+    from ptxlab.grading import transfer
+
+    env = fixture_course.grading_env()
+    root = fixture_course.make_course(tmp_path / "course")
+    gen = fixture_course.nbgrader(["generate_assignment", "ps1"], root, env)
+    assert gen.returncode == 0, gen.stderr[-3000:]
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    with Gradebook(url, fixture_course.COURSE_ID) as gb:
+        gb.update_or_create_assignment("ps2")
+        gb.update_or_create_notebook("ps2", "ps2")
+        gb.update_or_create_source_cell("hidden", "ps2", "ps2", cell_type="code", locked=True,
+                                        source="assert answer == 'the secret of ps2'")
+        gb.update_or_create_student("ada")
+        gb.update_or_create_submission("ps1", "ada")
+        expected = {nb.name: sorted(c.name for c in nb.source_cells)
+                    for nb in gb.find_assignment("ps1").notebooks}
+    template = transfer.template_gradebook(url, fixture_course.COURSE_ID, "ps1",
+                                           tmp_path / "template.db")
+    assert b"the secret of ps2" not in template.read_bytes()
+    with Gradebook(f"sqlite:///{template}", fixture_course.COURSE_ID) as gb:
+        assert [a.name for a in gb.assignments] == ["ps1"]
+        assert gb.students == []
+        assert {nb.name: sorted(c.name for c in nb.source_cells)
+                for nb in gb.find_assignment("ps1").notebooks} == expected
