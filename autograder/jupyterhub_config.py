@@ -22,14 +22,28 @@ variable                                default                     meaning
 ``PTXLAB_MIG_DEVICES``                  (none)                      MIG UUIDs, comma-separated
 ``PTXLAB_STUDENT_MEMORY``               4G                          host memory per student
 ``PTXLAB_STUDENT_CPUS``                 2                           CPU cores per student
+``PTXLAB_SPAWNER``                      systemd                     ``systemd`` (SystemdSpawner),
+                                                                    ``local`` (LocalProcessSpawner)
+                                                                    or a spawner class's name
+``PTXLAB_EXCHANGE``                     (none)                      the exchange, if not
+                                                                    /srv/nbgrader/exchange: passed
+                                                                    on to every server (with
+                                                                    ``PTXLAB_COURSE_ID``)
 ======================================  ==========================  ==========================
 
 Students get their own single-user servers (SystemdSpawner: each one a systemd unit with its
 memory and CPU limits) with nbgrader's assignment list; the formgrader runs as a hub service
 under the grading account, reachable by the ``formgrade-<course>`` group only.
+``PTXLAB_SPAWNER=local`` starts each server as a plain process of the student's Unix account
+(JupyterHub's LocalProcessSpawner, the hub running as root): for a machine without systemd and
+for tests; the memory, CPU and /tmp limits of the systemd units do not apply. The proxy is
+``$PTXLAB_HOME/.venv/node/node_modules/.bin/configurable-http-proxy`` when it is there
+(``npm install --prefix $PTXLAB_HOME/.venv/node configurable-http-proxy``), else the
+``configurable-http-proxy`` on the hub's PATH.
 """
 import os
 import zlib
+from pathlib import Path
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
@@ -49,6 +63,13 @@ GRADER = _env("PTXLAB_GRADER_USER", "grader-ptx")
 INSTRUCTORS = _names("PTXLAB_INSTRUCTORS")
 STUDENTS = _names("PTXLAB_STUDENTS")
 FORMGRADER_PORT = int(_env("PTXLAB_FORMGRADER_PORT", "9999"))
+# The exchange and the course id reach every server the hub starts, students' and the
+# formgrader's, when the hub's environment names them (global_nbgrader_config.py reads them).
+SHARED_ENV = {name: os.environ[name] for name in ("PTXLAB_EXCHANGE", "PTXLAB_COURSE_ID")
+              if os.environ.get(name)}
+SPAWNERS = {"systemd": "systemdspawner.SystemdSpawner",
+            "local": "jupyterhub.spawner.LocalProcessSpawner"}
+SPAWNER = _env("PTXLAB_SPAWNER", "systemd")
 
 c.Authenticator.allowed_users = set([GRADER, *INSTRUCTORS, *STUDENTS])
 c.Authenticator.admin_users = set(INSTRUCTORS)
@@ -66,6 +87,9 @@ c.JupyterHub.load_roles = [
      "scopes": ["list:services", f"read:services!service={COURSE_ID}"]},
     # The course list of a student's server asks the hub which courses exist.
     {"name": "server", "scopes": ["inherit"]},
+    # The formgrader finds its course the same way: from the grading account's groups.
+    {"name": f"{COURSE_ID}-formgrader", "services": [COURSE_ID],
+     "scopes": [f"read:users:name!user={GRADER}", f"read:users:groups!user={GRADER}"]},
 ]
 
 # The formgrader: a single-user server of the grading account, started and proxied by the hub,
@@ -81,12 +105,19 @@ c.JupyterHub.services = [{
     "environment": {
         "JUPYTERHUB_DEFAULT_URL": "/formgrader",
         "PTXLAB_GRADING_CONFIG": f"{HOME}/autograder/nbgrader_config.py",
+        **SHARED_ENV,
     },
     "api_token": _env("PTXLAB_FORMGRADER_TOKEN"),
 }]
 
-# Students: one systemd unit each, with its own memory and CPU limits.
-c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"
+# The proxy installed beside the code (README.md, step 6), else the one on the hub's PATH.
+_PROXY = Path(HOME, ".venv", "node", "node_modules", ".bin", "configurable-http-proxy")
+if _PROXY.is_file():
+    c.ConfigurableHTTPProxy.command = [str(_PROXY)]
+
+# Students: one systemd unit each, with its own memory and CPU limits (PTXLAB_SPAWNER=local:
+# a plain process of the student's account, without those limits).
+c.JupyterHub.spawner_class = SPAWNERS.get(SPAWNER, SPAWNER)
 c.Spawner.mem_limit = _env("PTXLAB_STUDENT_MEMORY", "4G")
 c.Spawner.cpu_limit = float(_env("PTXLAB_STUDENT_CPUS", "2"))
 c.Spawner.default_url = "/lab"
@@ -127,6 +158,7 @@ def gpu_share_environment(user_name, policy=None):
 
 
 def _pre_spawn(spawner):
+    spawner.environment.update(SHARED_ENV)
     spawner.environment.update(gpu_share_environment(spawner.user.name))
 
 

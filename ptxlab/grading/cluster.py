@@ -6,10 +6,11 @@ machine). It sends the workers the course once and each student's submitted fold
 each Dask worker grades in its own sandbox on its own GPU or CPU model
 (:mod:`ptxlab.grading.cluster_worker`) and sends back data. A worker that dies mid-submission
 loses nothing: Dask runs the task again on another worker, and the student is written only when
-a result arrives. A worker whose preflight fails gets no more students.
+a result arrives. A worker whose preflight fails is taken out of the cluster.
 """
 from __future__ import annotations
 
+import gzip
 import sys
 import tempfile
 import time
@@ -47,7 +48,7 @@ def make_bundle(opts: "BatchOptions", course_id: str, db_url: str) -> CourseBund
     with tempfile.TemporaryDirectory(prefix="ptxlab-template-") as tmp:
         template = transfer.template_gradebook(db_url, course_id, opts.assignment,
                                                Path(tmp) / "gradebook.db")
-        gradebook = template.read_bytes()
+        gradebook = gzip.compress(template.read_bytes(), compresslevel=6)
     grading_config = Path(opts.grading_config).read_text() if opts.grading_config else None
     return CourseBundle(course_id=course_id, assignment=opts.assignment,
                         course_files=buffer.getvalue(), gradebook=gradebook,
@@ -58,7 +59,7 @@ def make_bundle(opts: "BatchOptions", course_id: str, db_url: str) -> CourseBund
 def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[str, str],
                      finish: Callable[[StudentOutcome, int], None]) -> None:
     """Grade ``todo`` on the workers of the Dask scheduler ``opts.scheduler``."""
-    from distributed import Client, as_completed
+    from distributed import Client, wait
     from distributed.client import FutureCancelledError
 
     cfg = load_grading_config(Path(opts.course_root), opts.grading_config)
@@ -70,52 +71,60 @@ def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[st
     client = Client(opts.scheduler)
     futures: dict = {}           # future -> student
     try:
-        try:
-            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
-        except TimeoutError:
-            raise OSError(f"no worker joined within {WORKER_WAIT_S:g} s (start them with "
-                          f"'dask worker {opts.scheduler} --nthreads 1')") from None
-        bundle = client.scatter(make_bundle(opts, course_id, db_url), broadcast=True)
+        _wait_for_a_worker(client, opts.scheduler)
+        # Sent with every task (a few hundred kB; each worker unpacks it once): no copy of it
+        # can be lost with a worker.
+        bundle = make_bundle(opts, course_id, db_url)
         unfit: dict[str, str] = {}
-        announced: set[str] = set()
         pending = list(todo)
-        ac = as_completed()
 
-        def capacity() -> int:
-            return max(2, 2 * sum(client.nthreads().values()))
+        def threads() -> int:
+            return sum(client.nthreads().values())
 
         def submit_next() -> None:
-            while pending and len(futures) < capacity():
+            while pending and len(futures) < max(2, 2 * threads()):
                 student = pending.pop(0)
-                fit = [w for w in client.nthreads() if w not in unfit]
-                if unfit and not fit:
-                    finish(StudentOutcome.not_graded(
-                        student, "no grading worker can grade: "
-                                 + "; ".join(f"{w}: {p}" for w, p in unfit.items()),
-                        submitted_at=submissions.get(student, "")), len(futures))
-                    continue
                 packed = transfer.pack_folder(root / "submitted" / student / opts.assignment)
                 extension = transfer.submission_extension(db_url, course_id, opts.assignment,
                                                           student)
                 future = client.submit(
                     grade_submission, bundle, student, packed, submissions.get(student, ""),
                     extension, key=f"ptxlab-grade-{opts.assignment}-{student}-{uuid.uuid4().hex[:8]}",
-                    pure=False, workers=fit if unfit else None, allow_other_workers=False)
+                    pure=False)
                 futures[future] = student
-                ac.add(future)
 
-        submit_next()
-        for future in ac:
-            student = futures.pop(future)
-            outcome = _receive(future, student, opts, course_id, db_url, submissions, unfit,
-                               pending, log, FutureCancelledError)
-            if outcome is not None:
-                finish(outcome, min(len(futures), sum(client.nthreads().values())))
-            for address in set(unfit) - announced:
-                announced.add(address)
-                print(f"the grading worker {address} cannot grade ({unfit[address]}): its "
-                      "students go to the other workers", file=sys.stderr)
+        idle_since = None
+        while pending or futures:
             submit_next()
+            try:
+                done = wait(list(futures), timeout=5, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                done = set()
+            for future in done:
+                student = futures.pop(future)
+                outcome = _receive(future, student, opts, course_id, db_url, submissions, log,
+                                   FutureCancelledError)
+                if isinstance(outcome, WorkerUnfit):
+                    _retire(client, outcome, unfit, log)
+                    pending.insert(0, student)
+                else:
+                    finish(outcome, min(len(futures), threads()))
+            if client.nthreads():
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > WORKER_WAIT_S:
+                # No worker left (every one unfit, or gone): what is left is not graded, and
+                # the next run grades it.
+                why = "no grading worker was left to grade it" + (
+                    ": " + "; ".join(f"{w}: {p}" for w, p in unfit.items()) if unfit else "")
+                for future, student in list(futures.items()) + [(None, s) for s in pending]:
+                    if future is not None:
+                        future.cancel()
+                    finish(StudentOutcome.not_graded(student, why,
+                                                     submitted_at=submissions.get(student, "")), 0)
+                futures.clear()
+                pending.clear()
     except KeyboardInterrupt:
         for future in futures:
             future.cancel()
@@ -125,20 +134,38 @@ def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[st
         client.close()
 
 
+def _wait_for_a_worker(client, scheduler: str) -> None:
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+    except TimeoutError:
+        raise OSError(f"no worker joined within {WORKER_WAIT_S:g} s (start them with "
+                      f"'dask worker {scheduler} --nthreads 1')") from None
+
+
+def _retire(client, unfit: WorkerUnfit, known: dict[str, str], log) -> None:
+    """Take a worker that cannot grade out of the cluster, and say so once."""
+    if unfit.address in known:
+        return
+    known[unfit.address] = unfit.problem
+    print(f"{unfit}: it is taken out of the cluster, its students go to the other workers",
+          file=sys.stderr)
+    log.write(f"{time.strftime('%F %T')} {unfit}; retired\n")
+    log.flush()
+    try:
+        client.retire_workers([unfit.address], close_workers=True)
+    except Exception as exc:   # already gone
+        log.write(f"{time.strftime('%F %T')} retiring {unfit.address}: {exc}\n")
+
+
 def _receive(future, student: str, opts: "BatchOptions", course_id: str, db_url: str,
-             submissions: dict[str, str], unfit: dict[str, str], pending: list[str], log,
-             cancelled_error) -> StudentOutcome | None:
-    """One finished task: its outcome, written where the head keeps it; ``None`` when the
-    student was handed back to be graded elsewhere."""
+             submissions: dict[str, str], log, cancelled_error) -> StudentOutcome | WorkerUnfit:
+    """One finished task: its outcome, written where the head keeps it, or the worker that
+    could not grade it."""
     stamp = submissions.get(student, "")
     try:
         result = future.result()
     except WorkerUnfit as exc:
-        unfit[exc.address] = exc.problem
-        log.write(f"{time.strftime('%F %T')} {exc}\n")
-        log.flush()
-        pending.insert(0, student)
-        return None
+        return exc
     except cancelled_error:
         return StudentOutcome.not_graded(student, "its grading task was cancelled",
                                          submitted_at=stamp)

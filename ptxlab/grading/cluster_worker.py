@@ -10,6 +10,7 @@ and the log. It keeps nothing of a student after the task.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -34,7 +35,7 @@ class CourseBundle:
     course_id: str
     assignment: str
     course_files: bytes           # nbgrader_config.py and source/<assignment>/, packed
-    gradebook: bytes              # SQLite file: the assignment's definitions, no student
+    gradebook: bytes              # SQLite file, gzipped: the assignment's definitions only
     grading_config: str | None    # the head's --grading-config text (None: the worker's own)
     submission_timeout_s: float
     preflight: bool
@@ -81,7 +82,7 @@ class _LocalCourse:
         transfer.unpack_folder(bundle.course_files, self.root)
         self.root.chmod(0o700)
         self.gradebook = self.root / "gradebook.db"
-        self.gradebook.write_bytes(bundle.gradebook)
+        self.gradebook.write_bytes(gzip.decompress(bundle.gradebook))
         self.db_url = f"sqlite:///{self.gradebook}?timeout=120"
         self.grading_config: Path | None = None
         if bundle.grading_config is not None:
