@@ -2,7 +2,8 @@
 
 The head keeps everything that must exist once: the ledger, the gradebook, the CSV and the
 summary (written by :mod:`ptxlab.grading.batch` and :mod:`ptxlab.grading.cli` as on one
-machine). It sends the workers the course once and each student's submitted folder as data;
+machine). Every task carries the course (each worker unpacks it once) and one student's
+submitted folder, as data;
 each Dask worker grades in its own sandbox on its own GPU or CPU model
 (:mod:`ptxlab.grading.cluster_worker`) and sends back data. A worker that dies mid-submission
 loses nothing: Dask runs the task again on another worker, and the student is written only when
