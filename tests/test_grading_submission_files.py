@@ -147,6 +147,42 @@ def test_collect_copies_links_as_links(tmp_path):
     assert "symbolic links (ps1.ipynb)" in submission_problems(got.parent)[0]
 
 
+def test_collect_takes_only_what_the_student_made(tmp_path):
+    """A folder in the inbound folder named for another student (a later time, so that stock
+    collect takes it over theirs) is not collected; the student's own latest one is."""
+    import getpass
+    import os
+    import pwd
+
+    me = getpass.getuser()
+    exchange = tmp_path / "exchange"
+    root = fixture_course.make_course(tmp_path / "course", exchange=exchange)
+    env = fixture_course.grading_env()
+    inbound = exchange / fixture_course.COURSE_ID / "inbound"
+
+    def submit(name: str, when: str, text: str):
+        folder = inbound / f"{name}+ps1+2026-11-20 {when}.000000 UTC"
+        folder.mkdir(parents=True)
+        (folder / "ps1.ipynb").write_text(text)
+        (folder / "timestamp.txt").write_text(f"2026-11-20 {when}.000000 UTC")
+        return folder
+
+    submit(me, "10:00:00", "my own work")
+    submit("bob", "10:00:00", "made by me in bob's name")
+    if os.geteuid() == 0:                       # a later one in my name, made by another account
+        nobody = pwd.getpwnam("nobody")
+        forged = submit(me, "11:00:00", "forged by nobody")
+        for path in [forged, *forged.iterdir()]:
+            os.lchown(path, nobody.pw_uid, nobody.pw_gid)
+    r = fixture_course.nbgrader(["collect", "ps1"], root, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (root / "submitted" / me / "ps1" / "ps1.ipynb").read_text() == "my own work"
+    assert not (root / "submitted" / "bob").exists()
+    assert f"claims to be submitted by bob but was made by {me}: not collected" in r.stderr
+    if os.geteuid() == 0:
+        assert f"claims to be submitted by {me} but was made by nobody" in r.stderr
+
+
 def test_release_feedback_refuses_links(tmp_path):
     """A feedback folder holding a link (a page, or any file) releases nothing to that student;
     the others' feedback goes out as usual."""

@@ -1,4 +1,5 @@
-"""nbgrader's collect and release_feedback, never following a link a student could have made.
+"""nbgrader's collect and release_feedback, never following a link a student could have made,
+and never collecting a submission one account made under another student's name.
 
 Students write the exchange's inbound folder. A link there (``ps1.ipynb`` pointing at the
 course's source notebook, say) is followed by stock ``nbgrader collect``, which runs as the
@@ -7,15 +8,22 @@ student's submission and comes back to them as feedback. Copied as a link, it st
 ``submitted/``, where ``ptxlab grade`` refuses it with a reason
 (:mod:`ptxlab.grading.submission_files`). Feedback goes back through the exchange the same way:
 a feedback page that is a link, or a feedback folder holding one, is not released (the student
-keeps no copy of what the link points at). ``autograder/nbgrader_config.py`` installs them with
+keeps no copy of what the link points at).
+
+Anyone may write the inbound folder, so anyone may make a folder named
+``alice+ps1+<a later time>``; stock collect warns that its owner is not ``alice`` and collects
+it as her latest submission, over her own. Here it is not collected, and her own latest
+submission is (``CollectApp.check_owner``, on by default; off where the exchange is written by
+a service account). ``autograder/nbgrader_config.py`` installs them with
 ``c.ExchangeFactory.collect`` and ``c.ExchangeFactory.release_feedback``.
 """
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 
-from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.exchange.default.collect import ExchangeCollect, groupby
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import ignore_patterns
 
@@ -43,8 +51,42 @@ def _size_without_links(folder: str) -> int:
     return total
 
 
+def _owner(path: str) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.lstat(path).st_uid).pw_name
+    except KeyError:
+        return f"uid {os.lstat(path).st_uid}"
+
+
 class LinkSafeCollect(ExchangeCollect):
-    """``nbgrader collect`` that never follows a link in (or as) a student's submission."""
+    """``nbgrader collect`` that never follows a link in (or as) a student's submission, and
+    collects only submissions owned by the student they name."""
+
+    def init_src(self):
+        super().init_src()
+        if not self.check_owner or os.name != "posix":
+            return
+        # nbgrader keeps each student's latest record; the same choice, made among the
+        # records the student's own account made.
+        pattern = os.path.join(self.inbound_path, "{}+{}+*".format(
+            self.coursedir.student_id or "*", self.coursedir.assignment_id))
+        records = []
+        for path in glob.glob(pattern):
+            record = self._path_to_record(path)
+            owner = _owner(path)
+            if owner != record["username"]:
+                self.log.error("%s claims to be submitted by %s but was made by %s: not "
+                               "collected", path, record["username"], owner)
+                continue
+            records.append(record)
+        self.src_records = []
+        for mine in groupby(records, lambda r: r["username"]).values():
+            mine = self._sort_by_timestamp(mine)
+            on_time = [r for r in mine if self.duedate is not None and self.before_duedate
+                       and r["timestamp"] <= self.duedate]
+            self.src_records.append((on_time or mine)[0])
 
     def do_copy(self, src, dest, log=None):
         if os.path.islink(src):
