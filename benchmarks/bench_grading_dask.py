@@ -107,12 +107,14 @@ def write_report(result: dict, out: Path) -> Path:
         "",
         f"* 2 Dask workers against 1: **{result['dask_speedup_2_over_1']:.2f}x** faster.",
         f"* Dask against worker processes on this machine: {result['dask_over_here_1']:.2f}x the "
-        f"time with 1 worker, {result['dask_over_here_2']:.2f}x with 2 (the course sent once, "
-        "each submission and its graded folder sent as data, the gradebook written by the head).",
+        f"time with 1 worker, {result['dask_over_here_2']:.2f}x with 2: the course travels with "
+        "every task (each worker unpacks it once), each submission and its graded folder travel "
+        "as data, and the head writes each student's grades into its gradebook.",
         "",
-        "Both Dask workers share this machine's cores here; on a cluster each worker is a GPU "
-        "machine of its own, so the time falls with the number of machines until the head's "
-        "gradebook writes (a few ms per student) are what is left.",
+        "Here the Dask workers, the head and the scheduler share this machine's cores; on a "
+        "cluster each worker is a GPU machine of its own, so the time falls with the number of "
+        "machines until the head's own work per student (packing the submission, writing its "
+        "grades) is what is left.",
     ]
     path = out / "BENCH.md"
     path.write_text("\n".join(lines) + "\n")

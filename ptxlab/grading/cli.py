@@ -5,6 +5,9 @@ Run it in the course root (or pass ``--course``). It grades what is not graded y
 ``grading/<assignment>/grades.csv``, ``summary.md`` and ``scores.png``. Interrupt it at any time:
 the next run continues where it stopped. Before anyone is graded, a preflight starts one
 sandboxed kernel and one kernel launch as grading will (:mod:`ptxlab.grading.preflight`).
+With ``--scheduler ADDRESS`` the submissions are graded on a Dask cluster's workers, each of
+which runs that preflight itself (:mod:`ptxlab.grading.cluster`); ``--workers`` then does not
+apply.
 """
 from __future__ import annotations
 
