@@ -25,7 +25,8 @@ mode 755) instead of /srv and /etc:
 (Step 5, the GPU's MPS daemon and the systemd timer, needs systemd and a GPU: not here.)
 
 Then a week of the course: two students (one right, one wrong) and one instructor get tokens
-from the hub's REST API; the grading account generates and releases ``ps1``; each student's
+from the hub's REST API; the instructor generates and releases ``ps1`` through the formgrader
+service (its HTTP API, the instructor's token); each student's
 server lists, fetches and submits it through nbgrader's assignment-list handlers, the
 notebook being filled in through the server's contents API; the grading account runs
 ``autograder/grade-assignment.sh`` (collect, ``ptxlab grade``, feedback); each student
@@ -488,13 +489,18 @@ def _plain(page: str) -> str:
 def _week(hub: Hub) -> None:
     res = hub.results
     right, wrong = hub.students["right"], hub.students["wrong"]
-    genv = hub.grader_env()
 
-    # The instructor's side: generate and release, as the grading account.
-    for step in (["generate_assignment", ASSIGNMENT], ["release_assignment", ASSIGNMENT]):
-        r = _as(hub.grader, [str(hub.venv / "bin" / "nbgrader"), *step], env=genv,
-                cwd=hub.course)
-        assert r.returncode == 0, f"nbgrader {step[0]} as the grading account:\n{r.stderr[-3000:]}"
+    # The instructor's side: generate and release through the formgrader service, over HTTP
+    # with the instructor's own token (the formgrader runs as the grading account).
+    for step in ("assign", "release"):
+        r = _http("POST", f"{hub.url}{SERVICE}/formgrader/api/assignment/{ASSIGNMENT}/{step}",
+                  hub.tokens[hub.instructor.name], {})
+        assert r.status == 200, (step, r.status, r.text[:2000], hub.log_tail())
+        reply = r.json()
+        assert reply["success"], (step, reply)
+        res.setdefault("released_by", {})[step] = reply
+    released = hub.exchange / COURSE_ID / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    res["outbound_owner"] = released.stat().st_uid
 
     # Each student: the course list, the assignment list, fetch.
     for account in hub.students.values():
@@ -708,6 +714,8 @@ def hub():
 # ---------------------------------------------------------------------------- the checks
 
 def test_students_fetch_fill_in_and_submit_through_their_servers(hub):
+    # The instructor released through the formgrader, which wrote as the grading account.
+    assert hub.results["outbound_owner"] == hub.grader.uid
     for account in hub.students.values():
         fetched = hub.results["fetched"][account.name]
         assert fetched["course_id"] == COURSE_ID
