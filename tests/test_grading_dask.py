@@ -12,6 +12,7 @@ import re
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -91,32 +92,57 @@ def graded_here(tmp_path_factory):
     return root
 
 
+def _start(argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as fh:
+        return subprocess.Popen([sys.executable, "-m", "dask", *argv], env=env, stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a dask command and everything it started (a worker's nanny and processes)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+    try:                                   # what the nanny started, if it outlived it
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(graded_here,
                                                                               tmp_path):
-    """Two good workers (one killed mid-submission, and restarted by its nanny) and a third
-    started with ``dask worker`` on a machine whose sandbox cannot start: its preflight fails,
-    and its students go to the others."""
+    """The cluster as autograder/README.md starts it: ``dask scheduler``, and ``dask worker
+    --nworkers 2 --nthreads 1`` (one of its processes killed mid-submission, and restarted by
+    its nanny), and a third worker on a machine whose sandbox cannot start: its preflight
+    fails, it is retired, and its students go to the others."""
     env = fixture_course.grading_env(PTXLAB_CELL_TIMEOUT_S="20")
     root = _build(tmp_path / "course", env)
     ledger = root / "grading" / "ps1" / "ledger.jsonl"
-    old_env = dict(os.environ)
-    os.environ.update(env)          # the workers start from this process's environment
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    log = tmp_path / "dask.log"
+    started = [_start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                      env, log)]
     try:
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None, silence_logs=40) as cluster, \
-                distributed.Client(cluster) as client:
-            unfit = subprocess.Popen(
-                [sys.executable, "-m", "dask", "worker", cluster.scheduler_address, "--nthreads",
-                 "1", "--name", "no-sandbox", "--no-nanny"],
-                env=dict(env, PTXLAB_BWRAP="/nonexistent/bwrap"), stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL)
+        started.append(_start(["worker", address, "--nworkers", "2", "--nthreads", "1",
+                               "--no-dashboard"], env, log))
+        started.append(_start(["worker", address, "--nthreads", "1", "--name", "no-sandbox",
+                               "--no-nanny", "--no-dashboard"],
+                              dict(env, PTXLAB_BWRAP="/nonexistent/bwrap"), log))
+        with distributed.Client(address, timeout=60) as client:
             client.wait_for_workers(3, timeout=120)
             unfit_address = next(a for a, w in client.scheduler_info()["workers"].items()
                                  if w.get("name") == "no-sandbox")
             head = subprocess.Popen(
-                [sys.executable, "-m", "ptxlab.cli", "grade", "ps1", "--scheduler",
-                 cluster.scheduler_address], cwd=root, env=env, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True)
+                [sys.executable, "-m", "ptxlab.cli", "grade", "ps1", "--scheduler", address],
+                cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             # Once the class is under way, kill a worker in the middle of a submission.
             killed = None
             deadline = time.monotonic() + 300
@@ -130,14 +156,12 @@ def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(gra
                     os.kill(pids[killed], signal.SIGKILL)
                 time.sleep(0.05)
             out, err = head.communicate(timeout=600)
-            unfit.terminate()
-            unfit.wait(timeout=60)
-            assert killed is not None, f"the batch ended before a worker could be killed:\n{err[-3000:]}"
-            assert head.returncode == 0, err[-3000:]
-            workers_log = (root / "grading" / "ps1" / "workers.log").read_text()
+        assert killed is not None, f"the batch ended before a worker could be killed:\n{err[-3000:]}"
+        assert head.returncode == 0, err[-3000:]
+        workers_log = (root / "grading" / "ps1" / "workers.log").read_text()
     finally:
-        os.environ.clear()
-        os.environ.update(old_env)
+        for proc in reversed(started):
+            _stop(proc)
 
     # The killed worker's submission was graded again elsewhere: every student exactly once in
     # the ledger, each with a counted grade.
@@ -159,7 +183,7 @@ def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(gra
     assert f"on {unfit_address}" not in workers_log
     # The killed worker's grading process did not outlive it.
     time.sleep(2)
-    left = subprocess.run(["pgrep", "-f", f"ptxlab.grading.worker .*-course-"], capture_output=True,
+    left = subprocess.run(["pgrep", "-f", "ptxlab.grading.worker .*-course-"], capture_output=True,
                           text=True).stdout.split()
     assert not left, f"grading processes left behind: {left}"
 
