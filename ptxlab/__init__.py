@@ -38,6 +38,7 @@ FACE: dict[str, str] = {
     "checks": "ptxlab.teach.checks",
     "render": "ptxlab.teach.render",
     "widgets": "ptxlab.teach.widgets",
+    "progress": "ptxlab.teach.progress",
     "exercises": "ptxlab.teach.exercises",
 }
 

@@ -10,6 +10,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "status": ("ptxlab.run.status_cli", "which backend runs kernels here (GPU or the CPU model)"),
     "open": ("ptxlab.teach.open_cli", "open the course in JupyterLab: your workspace of student "
                                       "notebooks (--instructor: the course source)"),
+    "progress": ("ptxlab.teach.progress_cli", "your exercises: passed, attempted, not started"),
     "grade": ("ptxlab.grading.cli", "autograde every collected submission of an assignment"),
     "bench": ("ptxlab.bench.cli", "run the capstone benchmarks on a GPU and write a report"),
 }

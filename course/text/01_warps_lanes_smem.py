@@ -11,7 +11,8 @@
 # 3. shared-memory addresses, the `cvta` conversion and 16-byte alignment;
 # 4. banks.
 #
-# Every exercise has a `check` you can run as often as you like, and `.hint()` for a nudge.
+# Every exercise has a `check` you can run as often as you like, and `.hint()` for a nudge;
+# after the last hint, `.reveal()` shows the solution (your progress notes that you looked).
 #
 # **How your work is graded.** When a class hands these notebooks in, the grader runs your
 # notebook in a sandbox, then asks it for your *answers*: the values your functions return on
@@ -229,3 +230,16 @@ widgets.AddressTable("base + lane * stride", num=1, stride=16)
 
 # %%
 widgets.FragmentMap(num=1, lane=5)
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

@@ -283,3 +283,16 @@ ex.x2_wrapper_bug.grade(x2_wrapper_answer)
 # * Lane `t` receives row `t // 4`, columns `2(t % 4)` and `2(t % 4) + 1` of each matrix.
 # * A of m16n8k16 is four blocks in the order upper-left, lower-left, upper-right,
 #   lower-right: lanes 0-15 point at rows 0-15, lanes 16-31 at the same rows 16 bytes further.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

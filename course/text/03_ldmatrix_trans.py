@@ -236,3 +236,16 @@ ex.b_operand_kernel.grade(B_KERNEL, hidden=True)
 # * B of `mma ... .row.col` is consumed column by column: row-major B needs `.trans`,
 #   column-major B does not.
 # * Calling the wrong one of two look-alike macros is a silent bug: the results are just wrong.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

@@ -347,3 +347,16 @@ for label, byte_addr in (("s_d + lane / 4", 2 * (lanes // 4)),
 # * Two lanes addressing one row is undefined; every row address must be 16-byte aligned.
 # * `stmatrix` needs sm_90. On an older GPU the kernel does not compile for that GPU; the
 #   course then runs it on the CPU model and says so.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

@@ -335,3 +335,16 @@ print("a1, a2 swapped  == Aᵀ:", np.array_equal(moved[:, [0, 2, 1, 3]], a_t_reg
 #   register.
 # * Transposing a bigger tile block by block also moves the blocks: the off-diagonal blocks
 #   trade places, in a store's row addresses or in the register order.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

@@ -606,3 +606,16 @@ ex.swapped_a_blocks.grade(swapped_blocks_answer)
 #   truncates where numpy rounds to nearest: the last bits can differ.
 # * The pipeline: `ldmatrix.x4` for A, `ldmatrix.x2.trans` (row-major K x N) or `.x2` (N x K)
 #   for B, `mma`, then `stmatrix` for 16-bit D or plain stores for f32.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

@@ -327,3 +327,16 @@ ex.swizzle_roundtrip.grade(ROUNDTRIP, hidden=True)
 #   16-byte chunk index with the row (`chunk ^ (row % 8)`, or with the 128-byte line number
 #   for short rows) fixes it for free, and keeps every row contiguous.
 # * The swizzle is invisible to the registers: store and load must use the same map.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

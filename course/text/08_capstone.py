@@ -295,3 +295,16 @@ capstone.performance()
 #   `8j + 2(lane%4) + e%2` of the warp tile.
 # * A transpose is `ldmatrix.trans` + `stmatrix` at the mirrored block: memory-bound, and close
 #   to copy speed when every global access is 16 bytes wide.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Every `check` you ran in your workspace is remembered there: green passed, amber attempted,
+# grey not started, crossed where you revealed the solution. `ptxlab progress` in a terminal
+# shows the same.
+
+# %%
+from ptxlab import progress
+
+progress.show()

@@ -90,11 +90,16 @@ class Exercise:
                 print(f"{self.title}: the grader checks this answer (see the test cell below)")
             return None
         result = self._safe_evaluate(answer, False)
+        from .. import progress
+
+        progress.record(self.key, result.passed)
         if not quiet:
             print(result.report())
             if not result.passed and self.hints and self._hints_shown < len(self.hints):
                 print(f"  (stuck? call .hint() on this exercise for hint "
                       f"{self._hints_shown + 1} of {len(self.hints)})")
+            elif not result.passed and self.hints:
+                print("  (still stuck after every hint? .reveal() shows the solution)")
         return result
 
     def grade(self, answer, hidden: bool = False) -> None:
@@ -119,6 +124,13 @@ class Exercise:
         i = min(self._hints_shown, len(self.hints) - 1)
         print(f"Hint {i + 1} of {len(self.hints)}: {self.hints[i]}")
         self._hints_shown = min(self._hints_shown + 1, len(self.hints))
+
+    def reveal(self) -> str | None:
+        """The solution, once every hint was shown (from the course's source, in a checkout);
+        the progress records it."""
+        from .. import progress
+
+        return progress.reveal(self)
 
     def __repr__(self) -> str:
         return f"<exercise {self.key}: {self.title}>"
