@@ -16,6 +16,17 @@ def test_lane_colours_group_by_four_and_are_distinct():
     assert hue(colours[4]) != hue(colours[0])
 
 
+def test_no_lane_looks_wrong():
+    """A wrong cell is red stripes, and no lane colour is red: in a picture a wrong cell and
+    a lane's cell cannot be confused; the legend shows both."""
+    hues = [int(render.lane_color(l).split("(")[1].split(",")[0]) for l in range(32)]
+    assert all(25 <= h <= 320 for h in hues), hues          # red (320..25 degrees) is not a lane's
+    assert render.WRONG_BG not in {render.lane_color(l) for l in range(32)}
+    assert "gradient" in render.WRONG_BG                     # a pattern, not only a hue
+    legend = render.legend_html()
+    assert "wrong" in legend and render.WRONG_BG in legend and legend.count("<td") == 33
+
+
 def test_fragment_map_names_every_lane_register_and_element_once():
     lay = layouts.ldmatrix_fragment(2)
     html = render.fragment_map_html(lay)

@@ -21,8 +21,10 @@ __all__ = [
     "legend_html", "escape",
 ]
 
-WRONG_BG = "#ff8a8a"
-WRONG_BORDER = "#c00000"
+#: A wrong cell: red stripes, a fill no lane has (lane colours are plain and keep clear of
+#: red), so a wrong cell never reads as a lane's.
+WRONG_BG = "repeating-linear-gradient(135deg,#ff9c9c 0 4px,#ffffff 4px 7px)"
+WRONG_BORDER = "#b00000"
 IGNORED_BG = "#eeeeee"
 
 _TABLE = ("border-collapse:collapse;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;"
@@ -42,7 +44,7 @@ def lane_color(lane: int) -> str:
     """Colour of a lane: one hue per group of four lanes (the lanes that share a row), lighter
     to darker across the four lanes of the group."""
     lane = int(lane)
-    hue = (lane // 4) * 45
+    hue = 30 + (lane // 4) * 38          # orange ... magenta: red is kept for wrong cells
     light = (88, 80, 72, 64)[lane % 4]
     return f"hsl({hue},70%,{light}%)"
 
@@ -139,9 +141,12 @@ def side_by_side(*parts: str, gap: int = 14) -> Html:
     return Html(f'<div style="display:flex;flex-wrap:wrap;align-items:flex-start">{cells}</div>')
 
 
-def legend_html(lanes: Iterable[int] = range(32)) -> Html:
-    """A strip of lane colours, so a picture can be read without hovering."""
+def legend_html(lanes: Iterable[int] = range(32), *, wrong: bool = True) -> Html:
+    """A strip of lane colours, so a picture can be read without hovering, and the look of a
+    wrong cell."""
     cells = "".join(_td(l, bg=lane_color(l)) for l in lanes)
+    if wrong:
+        cells += _th("wrong") + _td("✗", bg=WRONG_BG, border=WRONG_BORDER)
     return Html(f'<table style="{_TABLE}"><tr>{_th("lane")}{cells}</tr></table>')
 
 
