@@ -181,3 +181,21 @@ def test_placements_come_from_the_layouts():
     assert t.locate(256 + 48 * 3 + 10) == (3, 5) and t.locate(255) is None
     with pytest.raises(ValueError, match="shorter than a row"):
         tiles.Tile(16, 16, 0, 16)
+
+
+def test_a_kernel_diff_counts_in_one_unit():
+    """Words in the verdict, halves in the lines: the report says which it counts."""
+    import numpy as np
+
+    from ptxlab.teach import checks as ch
+
+    exp = np.arange(32 * 4, dtype=np.uint64).reshape(32, 4) * 0x00010001
+    got = exp.copy()
+    got[:, :3] ^= 0x00010001                    # both halves of 96 words wrong
+    result = ch.check_kernel_outputs("k", got, exp, describe_value=lambda v: f"id {v}")
+    assert result.message.startswith("96 of 128 output words (192 of 256 16-bit halves)")
+    report = result.report()
+    shown = report.count("\n  - ")
+    assert f"... and {192 - shown} more wrong halves" in report
+    plain = ch.check_kernel_outputs("k", got, exp)
+    assert "halves" not in plain.message and "more wrong words" in plain.report()

@@ -89,3 +89,29 @@ def test_bank_view_counts_wavefronts_and_swizzle_fixes_them():
     assert "0 extra" in b.status.value
     b.formula.value = "chunk + 99"
     assert "outside the row" in b.status.value
+
+
+def test_a_formula_that_does_not_compile_is_one_problem_not_32_wrong_lanes():
+    t = widgets.AddressTable("base + (lane % 8 * stride")
+    assert t.status.value.count("syntax error") == 1
+    assert t.wrong_lanes() == []
+    assert not any("wrong" in r.get("status", "") for r in t.rows())
+    f = widgets.FragmentMap(num=4, formula="(reg, lane // 4")
+    assert "syntax error" in f.status.value and "elements wrong" not in f.status.value
+
+
+def test_fragment_map_asks_for_the_values_the_fragment_has():
+    """The formula box names what the chosen fragment needs; a formula with the wrong number
+    of values is told so once, instead of scoring every element wrong."""
+    f = widgets.FragmentMap(num=4, formula="(reg, lane // 4, 2 * (lane % 4) + half)")
+    assert f.formula.description == "(matrix, row, col) ="
+    assert "matches every element" in f.status.value
+    f.kind.value = "mma operand A"                   # one 16x16 matrix: (row, col)
+    assert f.formula.description == "(row, col) ="
+    assert "one matrix" in f.status.value and "yours gives 3" in f.status.value
+    assert "elements wrong" not in f.status.value and "#b00000" not in f.output.value
+    f.kind.value = "mma operand B"
+    assert f.formula.description == "(k, n) ="
+    f.kind.value = "ldmatrix / stmatrix m8n8"
+    f.num.value = 1
+    assert f.formula.description == "(row, col) ="

@@ -82,7 +82,9 @@ class CheckResult:
         shown = self.diffs[:max_lines]
         lines += ["  - " + d.line() for d in shown]
         if len(self.diffs) > len(shown):
-            lines.append(f"  ... and {len(self.diffs) - len(shown)} more")
+            unit = self.details.get("diff_unit")       # what one line counts, when it matters
+            lines.append(f"  ... and {len(self.diffs) - len(shown)} more"
+                         + (f" {unit}" if unit else ""))
         lines += ["  => " + a for a in self.advice]
         return "\n".join(lines)
 
@@ -577,9 +579,12 @@ def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, 
             diffs.append(LaneDiff(int(lane), f"0x{g:08x}", f"0x{e:08x}", where=f"{unit} {int(reg)}"))
     wrong_lanes = sorted({int(l) for l in np.nonzero(bad)[0]})
     n_bad = int(bad.sum())
+    by_half = bool(describe_value) and elem_bits == 16
+    counted = (f" ({len(diffs)} of {2 * bad.size} 16-bit halves)" if by_half else "")
     return CheckResult(name, False, 1.0 - n_bad / bad.size,
-                       f"{n_bad} of {bad.size} output words differ from the emulator{where_backend}",
-                       diffs=diffs, wrong_lanes=wrong_lanes)
+                       f"{n_bad} of {bad.size} output words{counted} differ from the emulator"
+                       f"{where_backend}", diffs=diffs, wrong_lanes=wrong_lanes,
+                       details={"diff_unit": "wrong halves" if by_half else "wrong words"})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,6 +58,17 @@ def evaluate_formula(formula, names: dict) -> tuple[object, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
+def formula_problem(formula) -> str:
+    """What makes a typed formula unusable as a whole (it does not compile), else ``""``."""
+    if not isinstance(formula, str) or not formula.strip():
+        return ""
+    try:
+        compile(formula, "<formula>", "eval")
+    except SyntaxError as exc:
+        return f"syntax error: {exc.msg}"
+    return ""
+
+
 def _as_int(v) -> int | None:
     if isinstance(v, (bool, np.bool_)):
         return None
@@ -133,6 +144,9 @@ class AddressTable:
         src = self.formula.value if self.formula.value.strip() else self._callable
         if src is None:
             return [None] * layouts.WARP_SIZE, ""
+        unusable = formula_problem(src)
+        if unusable:                 # the whole formula, not a lane: said once, no lane marked
+            return [None] * layouts.WARP_SIZE, unusable
         out, first_err = [], ""
         for lane in range(layouts.WARP_SIZE):
             names = {"lane": lane, "num": int(self.num.value), "base": int(self.base.value),
@@ -156,9 +170,9 @@ class AddressTable:
         tile = place.tile(int(self.base.value), int(self.stride.value))
         expected = place.expected_addresses(tile)
         frag = layouts.ldmatrix_fragment(place.num, bool(self.trans.value))
-        mine, _ = self.learner_addresses()
-        have_formula = any(v is not None for v in mine) or bool(self.formula.value.strip()) \
-            or self._callable is not None
+        mine, err = self.learner_addresses()
+        src = self.formula.value if self.formula.value.strip() else self._callable
+        have_formula = (src is not None) and not formula_problem(src)
         rows = []
         for lane in range(layouts.WARP_SIZE):
             role = layouts.address_role(lane, place.num)
@@ -180,8 +194,10 @@ class AddressTable:
                 elif v is None or v != row["expected"]:
                     row["wrong"] = True
                     got = place.decode(tile, v) if v is not None else None
-                    row["status"] = ("wrong: " + (f"matrix {got[0]}, row {got[1]}" if got
-                                                  else "not a row start"))
+                    row["status"] = ("wrong: " + (
+                        f"matrix {got[0]}, row {got[1]}" if got else
+                        "no address (the formula failed here)" if v is None else
+                        "not a row start"))
                 else:
                     row["status"] = "ok"
             rows.append(row)
@@ -367,6 +383,10 @@ class FragmentMap:
             return None, "", 0
         wrong = np.zeros((lay.matrices, lay.rows, lay.cols), dtype=bool)
         first_err, n_wrong = "", 0
+        unusable = formula_problem(src)
+        if unusable:
+            return None, unusable, 0
+        arity = self.arity(lay)
         for lane in range(layouts.WARP_SIZE):
             for reg in range(lay.regs):
                 for e in range(lay.elems_per_reg):
@@ -375,7 +395,11 @@ class FragmentMap:
                               else evaluate_formula(src, names))
                     m, r, c = lay.element(lane, reg, e)
                     ok = False
-                    if not err and isinstance(v, (tuple, list)) and len(v) in (2, 3):
+                    if (not err and isinstance(v, (tuple, list)) and len(v) not in arity
+                            and len(v) in (2, 3)):
+                        # One problem of the formula, not of every element: said once.
+                        return None, self.arity_problem(lay, len(v)), 0
+                    if not err and isinstance(v, (tuple, list)) and len(v) in arity:
                         vals = [_as_int(x) for x in v]
                         if len(vals) == 2:
                             default_m = reg if lay.matrices > 1 else 0
@@ -383,7 +407,7 @@ class FragmentMap:
                         ok = vals == [m, r, c]
                     elif not err and not first_err:
                         first_err = (f"lane {lane} reg {reg} {self._elem_name(lay)} {e}: expected "
-                                     f"a tuple (row, col), got {v!r:.30}")
+                                     f"a tuple {self.answer_form(lay)}, got {v!r:.30}")
                     if err and not first_err:
                         first_err = f"lane {lane} reg {reg}: {err}"
                     if not ok:
@@ -391,8 +415,33 @@ class FragmentMap:
                         n_wrong += 1
         return wrong, first_err, n_wrong
 
+    def coord_names(self) -> tuple[str, str]:
+        return ("k", "n") if self.kind.value == "mma operand B" else ("row", "col")
+
+    def arity(self, lay: layouts.FragmentLayout) -> tuple[int, ...]:
+        """How many values a formula gives: (row, col) for one matrix; (matrix, row, col) for
+        several, or (row, col) meaning matrix = reg."""
+        return (2,) if lay.matrices == 1 else (3, 2)
+
+    def answer_form(self, lay: layouts.FragmentLayout) -> str:
+        a, b = self.coord_names()
+        return f"({a}, {b})" if lay.matrices == 1 else f"(matrix, {a}, {b})"
+
+    def arity_problem(self, lay: layouts.FragmentLayout, got: int) -> str:
+        if lay.matrices == 1:
+            return (f"this fragment is one matrix: the formula gives {self.answer_form(lay)}, "
+                    f"2 values, and yours gives {got}")
+        return (f"this fragment has {lay.matrices} matrices: give {self.answer_form(lay)} "
+                f"(or 2 values, the matrix then being reg); yours gives {got}")
+
     def refresh(self) -> None:
         lay = self.layout()
+        form = self.answer_form(lay)
+        self.formula.description = f"{form} ="
+        self.formula.placeholder = (f"{form} = ... e.g. " + (
+            "(lane // 4, 2 * (lane % 4) + half)" if lay.matrices == 1 else
+            "(reg, lane // 4, 2 * (lane % 4) + half)"))
+        self.formula.style.description_width = f"{8 * len(form) + 24}px"
         is_mma = self.kind.value.startswith("mma")
         self.mma.layout.display = "" if is_mma else "none"
         plain = self.kind.value.startswith("ldmatrix")
@@ -405,11 +454,11 @@ class FragmentMap:
         elif wrong is not None:
             total = lay.matrices * lay.rows * lay.cols
             self.status.value = (f'<b style="color:#c00000">{n_wrong} of {total} elements '
-                                 'wrong (red)</b>' if n_wrong else
+                                 'wrong (striped red)</b>' if n_wrong else
                                  '<b style="color:#1a7f37">your formula matches every element</b>')
         else:
             self.status.value = ""
-        names = ("k", "n") if self.kind.value == "mma operand B" else ("row", "col")
+        names = self.coord_names()
         self.output.value = render.fragment_map_html(
             lay, selected_lane=None if lane < 0 else lane, wrong=wrong,
             row_label=names[0], col_label=names[1])
