@@ -33,6 +33,30 @@ _CELL = "border:1px solid #bbb;padding:2px 5px;text-align:center;min-width:22px"
 _HEAD = "border:1px solid #bbb;padding:2px 5px;background:#f3f3f3;font-weight:600"
 
 
+#: The width a picture may take: a notebook's output column in a 1280-pixel window with
+#: JupyterLab's file browser open is about 960 pixels.
+FIT_PX = 900
+_TABLE_COMPACT = _TABLE.replace("font-size:12px", "font-size:10px")
+_CELL_COMPACT = "border:1px solid #ccc;padding:1px 1px;text-align:center;min-width:13px"
+_HEAD_COMPACT = "border:1px solid #ccc;padding:1px 2px;background:#f3f3f3;font-weight:600"
+
+
+def table_px(cols: int, chars: int, *, compact: bool = False, head_chars: int = 6) -> int:
+    """About how wide a table of ``cols`` columns of ``chars``-character cells is drawn."""
+    if compact:
+        return head_chars * 6 + 6 + cols * (max(13, chars * 6) + 3)
+    return head_chars * 7 + 12 + cols * (max(22, int(chars * 7.3)) + 11)
+
+
+def fit(table: str, cols: int, chars: int, *, head_chars: int = 6) -> str:
+    """``table`` drawn compact (smaller type, tighter cells) when it would not fit
+    :data:`FIT_PX` as it is."""
+    if table_px(cols, chars, head_chars=head_chars) <= FIT_PX:
+        return table
+    return (table.replace(_TABLE, _TABLE_COMPACT).replace(_CELL, _CELL_COMPACT)
+            .replace(_HEAD, _HEAD_COMPACT))
+
+
 class Html(str):
     """A string of HTML that notebooks render (``_repr_html_``) instead of printing."""
 
@@ -170,6 +194,8 @@ def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | No
                       col_label: str = "col") -> Html:
     """Who holds which element: every matrix of ``layout``, each cell naming its lane (and
     register.element), coloured by lane. ``wrong``: bool ``(matrices, rows, cols)``."""
+    if label != "lane" and table_px(layout.cols, 7) > FIT_PX:
+        label = "lane"           # too wide with "T5:0.1" in every cell: the lane, the rest on hover
     lanes, text = _layout_grids(layout, "lane" if label == "lane" else "full")
     parts = []
     for m in range(layout.matrices):
@@ -179,9 +205,10 @@ def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | No
             for c in range(layout.cols):
                 ln, rg, el = layout.owners[m, r, c]
                 tips[r, c] = f"reg {rg}, element {el} ({row_label} {r}, {col_label} {c})"
-        parts.append(_text_grid(text[m], lanes[m], title=title, selected_lane=selected_lane,
+        parts.append(fit(_text_grid(text[m], lanes[m], title=title, selected_lane=selected_lane,
                                 wrong=None if wrong is None else wrong[m], tooltips=tips,
-                                row_label=row_label, col_label=col_label))
+                                row_label=row_label, col_label=col_label),
+                         layout.cols, max(len(str(t)) for t in text[m].flat)))
     return side_by_side(*parts)
 
 
@@ -307,6 +334,11 @@ def smem_rows_html(smem: np.ndarray, row_bytes: int, addr_lanes: dict[int, list[
         mem = np.pad(mem, (0, elem_bytes - mem.size % elem_bytes))
     words = mem.view(np.uint16 if elem_bytes == 2 else np.uint8)
     per_row = row_bytes // elem_bytes
+    chars = len(str(int(words.max()))) if words.size else 1
+    while per_row > 8 and table_px(per_row, max(chars, 3), compact=True) > FIT_PX:
+        per_row //= 2                  # a row too long to fit is drawn over several lines
+        max_rows *= 2
+    row_bytes = per_row * elem_bytes
     n_rows = min(max_rows, -(-words.size // per_row))
     addr_lanes = addr_lanes or {}
     bad = set(int(a) for a in bad_addresses)
@@ -338,7 +370,7 @@ def smem_rows_html(smem: np.ndarray, row_bytes: int, addr_lanes: dict[int, list[
             out.append(_td(int(words[i]), bg=bg, title=tip))
         out.append("</tr>")
     out.append("</table>")
-    return Html("".join(out))
+    return Html(fit("".join(out), per_row, max(chars, len(str((per_row - 1) * elem_bytes)))))
 
 
 def bank_table_html(addresses: Sequence[int], *, bytes_per_lane: int = 16, banks: int = 32,
@@ -369,7 +401,7 @@ def bank_table_html(addresses: Sequence[int], *, bytes_per_lane: int = 16, banks
                 out.append(_td(""))
         out.append("</tr>")
     out.append("</table>")
-    return Html("".join(out))
+    return Html(fit("".join(out), banks, 2, head_chars=14))
 
 
 def id_grid_html(ids: np.ndarray, *, text: np.ndarray | None = None, title: str | None = None,
@@ -405,4 +437,7 @@ def id_grid_html(ids: np.ndarray, *, text: np.ndarray | None = None, title: str 
             out.append(_td(shown, bg=bg, border=border, title=tip, bold=border is not None))
         out.append("</tr>")
     out.append("</table>")
-    return Html("".join(out))
+    chars = max([len(str(h)) for h in heads] + [len(str(text[r, c] if text is not None else
+                                                         ids[r, c])) for r in range(rows)
+                                                for c in range(cols)])
+    return Html(fit("".join(out), cols, chars))

@@ -365,7 +365,9 @@ class FragmentMap:
             ctl.observe(lambda change: self.refresh(), names="value")
         self.widget = w.VBox([w.HBox([self.kind, self.mma]), w.HBox([self.num, self.trans]),
                               self.lane, self.formula, self.status,
-                              w.HBox([self.output, self.lane_view])])
+                              # the lane's panel goes below a map too wide to share a row
+                              w.HBox([self.output, self.lane_view],
+                                     layout=w.Layout(flex_flow="row wrap"))])
         self.refresh()
 
     def layout(self) -> layouts.FragmentLayout:
