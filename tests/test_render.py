@@ -85,3 +85,29 @@ def test_smem_rows_colours_row_starts():
     smem = np.arange(64, dtype=np.uint16).view(np.uint8)
     html = render.smem_rows_html(smem, 16, {16: [1]})
     assert render.lane_color(1) in html
+
+
+def test_row_flow_draws_each_row_from_its_lane_to_its_receivers():
+    """The picture of ldmatrix: every row once, one arrow from the lane that gives its address,
+    one to each lane that receives part of it (the layout's own answer), wrong lanes striped."""
+    for num, trans in ((1, False), (2, True), (4, False), (4, True)):
+        frag = layouts.ldmatrix_fragment(num, trans)
+        svg = render.row_flow_svg(num, trans, addresses=[16 * i for i in range(32)],
+                                  wrong_lanes=[2])
+        receivers = sum(len(frag.lanes_holding_row(m, r)) for m in range(num) for r in range(8))
+        assert svg.count("<line") == 8 * num + receivers
+        for m in range(num):
+            for r in range(8):
+                assert svg.count(f">matrix {m} row {r} @ {16 * (8 * m + r)}<") == 1
+        assert 'fill="url(#wrong)"' in svg and "wrong address" in svg
+    assert svg.count("(its address is ignored)") == 0
+    assert render.row_flow_svg(1).count("(its address is ignored)") == 24
+    assert "lanes it comes from" in render.row_flow_svg(4, instruction="stmatrix")
+
+
+def test_row_flow_picks_out_one_lane():
+    svg = render.row_flow_svg(4, lane=5)
+    strong = re.findall(r'stroke-width="2"', svg)
+    # lane 5 gives row 5 of matrix 0 (1 + its 4 receivers) and receives row 1 of each matrix
+    # (4 rows, 1 + 4 arrows each)
+    assert len(strong) == 5 + 4 * 5

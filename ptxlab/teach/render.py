@@ -18,7 +18,7 @@ from ..model import layouts
 __all__ = [
     "Html", "lane_color", "matrix_html", "fragment_map_html", "lane_registers_html",
     "address_table_html", "registers_html", "smem_rows_html", "bank_table_html", "side_by_side",
-    "legend_html", "escape",
+    "legend_html", "escape", "row_flow_svg", "fit", "table_px", "FIT_PX",
 ]
 
 #: A wrong cell: red stripes, a fill no lane has (lane colours are plain and keep clear of
@@ -44,7 +44,7 @@ _HEAD_COMPACT = "border:1px solid #ccc;padding:1px 2px;background:#f3f3f3;font-w
 def table_px(cols: int, chars: int, *, compact: bool = False, head_chars: int = 6) -> int:
     """About how wide a table of ``cols`` columns of ``chars``-character cells is drawn."""
     if compact:
-        return head_chars * 6 + 6 + cols * (max(13, chars * 6) + 3)
+        return head_chars * 6 + 6 + cols * (max(13, int(chars * 5.6)) + 3)
     return head_chars * 7 + 12 + cols * (max(22, int(chars * 7.3)) + 11)
 
 
@@ -441,3 +441,73 @@ def id_grid_html(ids: np.ndarray, *, text: np.ndarray | None = None, title: str 
                                                          ids[r, c])) for r in range(rows)
                                                 for c in range(cols)])
     return Html(fit("".join(out), cols, chars))
+
+
+def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | None = None,
+                 lane: int | None = None, instruction: str = "ldmatrix",
+                 wrong_lanes: Iterable[int] = ()) -> Html:
+    """Where each shared-memory row goes: the lane that gives its address (left), the row
+    (middle), the lanes that receive it (right; for ``stmatrix`` the arrows point the other
+    way). ``lane`` picks one lane: its rows stand out, the rest fade. ``wrong_lanes``: lanes
+    whose address is wrong, drawn with a striped box."""
+    frag = layouts.ldmatrix_fragment(num, trans)
+    wrong = set(int(x) for x in wrong_lanes)
+    pitch, box, top = 15, 12, 34
+    x_give, x_row, x_recv = 10, 250, 520
+    n_rows = 8 * num
+    row_pitch = (32 * pitch) / n_rows
+    height = top + 32 * pitch + 10
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="600" height="{height}" '
+           'font-family="sans-serif" font-size="11">',
+           '<defs><pattern id="wrong" width="6" height="6" patternUnits="userSpaceOnUse" '
+           'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
+           '<rect width="3" height="6" fill="#ff9c9c"/></pattern></defs>']
+    loads = instruction == "ldmatrix"
+    out.append(f'<text x="{x_give}" y="12" font-weight="600">lane gives a row address</text>')
+    out.append(f'<text x="{x_row - 20}" y="12" font-weight="600">shared-memory row (16 B)</text>')
+    out.append(f'<text x="{x_recv - 40}" y="12" font-weight="600">'
+               f'{"lanes receive it" if loads else "lanes it comes from"}</text>')
+    out.append(f'<text x="{x_recv - 40}" y="25" fill="#555">(register = matrix'
+               f'{", one column each" if trans else ""})</text>')
+
+    def lane_y(t: int) -> float:
+        return top + t * pitch + box / 2
+
+    def row_y(i: int) -> float:
+        return top + i * row_pitch + row_pitch / 2
+
+    faded = "#e2e2e2"
+    for i in range(n_rows):
+        m, r = divmod(i, 8)
+        giver = i                                     # lane 8m + r gives row r of matrix m
+        related = lane is None or lane == giver or lane in frag.lanes_holding_row(m, r)
+        colour = lane_color(giver) if related else faded
+        width = 2 if related else 1
+        out.append(f'<line x1="{x_give + 48}" y1="{lane_y(giver)}" x2="{x_row}" '
+                   f'y2="{row_y(i)}" stroke="{colour}" stroke-width="{width}"/>')
+        for t in frag.lanes_holding_row(m, r):
+            out.append(f'<line x1="{x_row + 130}" y1="{row_y(i)}" x2="{x_recv}" '
+                       f'y2="{lane_y(t)}" stroke="{colour}" stroke-width="{width}" '
+                       'stroke-opacity="0.8"/>')
+        label = f"matrix {m} row {r}"
+        if addresses is not None:
+            label += f" @ {int(addresses[giver])}"
+        out.append(f'<rect x="{x_row}" y="{row_y(i) - row_pitch / 2 + 1}" width="130" '
+                   f'height="{row_pitch - 2}" rx="2" fill="{lane_color(giver) if related else "#f4f4f4"}" '
+                   f'stroke="#999"><title>{escape(label)}, address from lane {giver}</title></rect>')
+        out.append(f'<text x="{x_row + 4}" y="{row_y(i) + 4}">{escape(label)}</text>')
+    for t in range(32):
+        gives = t < n_rows
+        fill = ("url(#wrong)" if t in wrong else lane_color(t)) if gives else "#f4f4f4"
+        stroke = "#b00000" if t in wrong else ("#000" if t == lane else "#999")
+        out.append(f'<rect x="{x_give}" y="{top + t * pitch}" width="48" height="{box}" rx="2" '
+                   f'fill="{fill}" stroke="{stroke}"><title>lane {t}'
+                   f'{"" if gives else " (its address is ignored)"}'
+                   f'{", wrong address" if t in wrong else ""}</title></rect>')
+        out.append(f'<text x="{x_give + 4}" y="{top + t * pitch + 10}" '
+                   f'fill="{"#000" if gives else "#999"}">lane {t}</text>')
+        out.append(f'<rect x="{x_recv}" y="{top + t * pitch}" width="48" height="{box}" rx="2" '
+                   f'fill="{lane_color(t)}" stroke="{"#000" if t == lane else "#999"}"/>')
+        out.append(f'<text x="{x_recv + 4}" y="{top + t * pitch + 10}">lane {t}</text>')
+    out.append("</svg>")
+    return Html("".join(out))

@@ -238,7 +238,13 @@ class AddressTable:
         receivers = "row lands in lanes" if self.instruction == "ldmatrix" else "row comes from lanes"
         table = render.address_table_html(rows, title=instr, columns=[
             ("lane", "lane"), ("address", "address"), ("role", "gives"), ("receivers", receivers)])
-        parts = [table]
+        place = self.placement()
+        expected = place.expected_addresses(self.tile())
+        flow = render.row_flow_svg(place.num, bool(self.trans.value), instruction=self.instruction,
+                                   addresses=[int(a) for a in expected], wrong_lanes=wrong)
+        # The picture says who gives and who receives each row; the table, lane by lane, what
+        # a formula got right, so it comes with a formula.
+        parts = [flow] + ([table] if any("yours" in r for r in rows) else [])
         if self.show_memory:
             parts.append(self._memory_picture(rows))
         self.output.value = render.side_by_side(*parts)
