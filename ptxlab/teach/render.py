@@ -48,10 +48,10 @@ def table_px(cols: int, chars: int, *, compact: bool = False, head_chars: int = 
     return head_chars * 7 + 12 + cols * (max(22, int(chars * 7.3)) + 11)
 
 
-def fit(table: str, cols: int, chars: int, *, head_chars: int = 6) -> str:
-    """``table`` drawn compact (smaller type, tighter cells) when it would not fit
-    :data:`FIT_PX` as it is."""
-    if table_px(cols, chars, head_chars=head_chars) <= FIT_PX:
+def fit(table: str, cols: int, chars: int, *, head_chars: int = 6, budget: int = FIT_PX) -> str:
+    """``table`` drawn compact (smaller type, tighter cells) when it would not fit ``budget``
+    pixels as it is."""
+    if table_px(cols, chars, head_chars=head_chars) <= budget:
         return table
     return (table.replace(_TABLE, _TABLE_COMPACT).replace(_CELL, _CELL_COMPACT)
             .replace(_HEAD, _HEAD_COMPACT))
@@ -197,6 +197,8 @@ def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | No
     if label != "lane" and table_px(layout.cols, 7) > FIT_PX:
         label = "lane"           # too wide with "T5:0.1" in every cell: the lane, the rest on hover
     lanes, text = _layout_grids(layout, "lane" if label == "lane" else "full")
+    # Several matrices: two to a row (an .x4 map as a 2x2 block, not a column of four).
+    budget = FIT_PX // 2 - 20 if layout.matrices > 1 else FIT_PX
     parts = []
     for m in range(layout.matrices):
         title = titles[m] if titles else (f"matrix {m}" if layout.matrices > 1 else layout.name)
@@ -208,7 +210,7 @@ def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | No
         parts.append(fit(_text_grid(text[m], lanes[m], title=title, selected_lane=selected_lane,
                                 wrong=None if wrong is None else wrong[m], tooltips=tips,
                                 row_label=row_label, col_label=col_label),
-                         layout.cols, max(len(str(t)) for t in text[m].flat)))
+                         layout.cols, max(len(str(t)) for t in text[m].flat), budget=budget))
     return side_by_side(*parts)
 
 
