@@ -111,3 +111,15 @@ def test_row_flow_picks_out_one_lane():
     # lane 5 gives row 5 of matrix 0 (1 + its 4 receivers) and receives row 1 of each matrix
     # (4 rows, 1 + 4 arrows each)
     assert len(strong) == 5 + 4 * 5
+
+
+def test_a_wrong_formula_is_drawn_as_its_wrong_arrows():
+    from ptxlab.teach import widgets
+
+    t = widgets.AddressTable("base + (lane % 8) * stride", num=4, stride=16)
+    svg = t.html()
+    # lanes 8-31 point at rows 0-7 of matrix 0 instead of their own rows: 24 dashed arrows
+    assert svg.count('stroke-dasharray="5,3"') == 24
+    assert "lane 9: your address points at matrix 0 row 1" in svg
+    t.formula.value = "base + lane * stride"
+    assert 'stroke-dasharray' not in t.html()

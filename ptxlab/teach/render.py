@@ -447,11 +447,13 @@ def id_grid_html(ids: np.ndarray, *, text: np.ndarray | None = None, title: str 
 
 def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | None = None,
                  lane: int | None = None, instruction: str = "ldmatrix",
-                 wrong_lanes: Iterable[int] = ()) -> Html:
+                 wrong_lanes: Iterable[int] = (),
+                 wrong_targets: dict[int, tuple[int, int]] | None = None) -> Html:
     """Where each shared-memory row goes: the lane that gives its address (left), the row
     (middle), the lanes that receive it (right; for ``stmatrix`` the arrows point the other
     way). ``lane`` picks one lane: its rows stand out, the rest fade. ``wrong_lanes``: lanes
-    whose address is wrong, drawn with a striped box."""
+    whose address is wrong, drawn with a striped box; ``wrong_targets``: for such a lane, the
+    (matrix, row) its address points at instead, drawn as a dashed red arrow."""
     frag = layouts.ldmatrix_fragment(num, trans)
     wrong = set(int(x) for x in wrong_lanes)
     pitch, box, top = 15, 12, 34
@@ -498,6 +500,12 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
                    f'height="{row_pitch - 2}" rx="2" fill="{lane_color(giver) if related else "#f4f4f4"}" '
                    f'stroke="#999"><title>{escape(label)}, address from lane {giver}</title></rect>')
         out.append(f'<text x="{x_row + 4}" y="{row_y(i) + 4}">{escape(label)}</text>')
+    for t, (m, r) in (wrong_targets or {}).items():
+        if 0 <= m < num and 0 <= r < 8:
+            out.append(f'<line x1="{x_give + 48}" y1="{lane_y(t)}" x2="{x_row}" '
+                       f'y2="{row_y(8 * m + r)}" stroke="#b00000" stroke-width="2" '
+                       f'stroke-dasharray="5,3"><title>lane {t}: your address points at matrix '
+                       f'{m} row {r}</title></line>')
     for t in range(32):
         gives = t < n_rows
         fill = ("url(#wrong)" if t in wrong else lane_color(t)) if gives else "#f4f4f4"

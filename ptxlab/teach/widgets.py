@@ -194,6 +194,8 @@ class AddressTable:
                 elif v is None or v != row["expected"]:
                     row["wrong"] = True
                     got = place.decode(tile, v) if v is not None else None
+                    if got:
+                        row["points_at"] = got
                     row["status"] = ("wrong: " + (
                         f"matrix {got[0]}, row {got[1]}" if got else
                         "no address (the formula failed here)" if v is None else
@@ -241,7 +243,9 @@ class AddressTable:
         place = self.placement()
         expected = place.expected_addresses(self.tile())
         flow = render.row_flow_svg(place.num, bool(self.trans.value), instruction=self.instruction,
-                                   addresses=[int(a) for a in expected], wrong_lanes=wrong)
+                                   addresses=[int(a) for a in expected], wrong_lanes=wrong,
+                                   wrong_targets={r["lane"]: tuple(r["points_at"]) for r in rows
+                                                  if "points_at" in r})
         # The picture says who gives and who receives each row; the table, lane by lane, what
         # a formula got right, so it comes with a formula.
         parts = [flow] + ([table] if any("yours" in r for r in rows) else [])
