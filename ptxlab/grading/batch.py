@@ -242,13 +242,11 @@ def _grade_batch(opts: BatchOptions,
 
     interrupted = False
     try:
-        if not todo:
-            pass
-        elif opts.scheduler:
+        if todo and opts.scheduler:
             from .cluster import grade_on_cluster
 
             grade_on_cluster(opts, todo, submissions, finish)
-        else:
+        elif todo:
             _grade_here(opts, todo, submissions, finish)
     except KeyboardInterrupt:
         interrupted = True

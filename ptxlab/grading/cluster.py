@@ -61,7 +61,6 @@ def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[st
                      finish: Callable[[StudentOutcome, int], None]) -> None:
     """Grade ``todo`` on the workers of the Dask scheduler ``opts.scheduler``."""
     from distributed import Client, wait
-    from distributed.client import FutureCancelledError
 
     cfg = load_grading_config(Path(opts.course_root), opts.grading_config)
     course_id = cfg.CourseDirectory.get("course_id", "default_course")
@@ -76,41 +75,38 @@ def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[st
         # Sent with every task (a few hundred kB; each worker unpacks it once): no copy of it
         # can be lost with a worker.
         bundle = make_bundle(opts, course_id, db_url)
+        extensions = transfer.submission_extensions(db_url, course_id, opts.assignment)
         unfit: dict[str, str] = {}
         pending = list(todo)
 
-        def threads() -> int:
-            return sum(client.nthreads().values())
-
-        def submit_next() -> None:
-            while pending and len(futures) < max(2, 2 * threads()):
+        def submit_next(threads: int) -> None:
+            while pending and len(futures) < max(2, 2 * threads):
                 student = pending.pop(0)
                 packed = transfer.pack_folder(root / "submitted" / student / opts.assignment)
-                extension = transfer.submission_extension(db_url, course_id, opts.assignment,
-                                                          student)
                 future = client.submit(
                     grade_submission, bundle, student, packed, submissions.get(student, ""),
-                    extension, key=f"ptxlab-grade-{opts.assignment}-{student}-{uuid.uuid4().hex[:8]}",
+                    extensions.get(student),
+                    key=f"ptxlab-grade-{opts.assignment}-{student}-{uuid.uuid4().hex[:8]}",
                     pure=False)
                 futures[future] = student
 
         idle_since = None
         while pending or futures:
-            submit_next()
+            threads = sum(client.nthreads().values())    # one question to the scheduler a round
+            submit_next(threads)
             try:
                 done = wait(list(futures), timeout=5, return_when="FIRST_COMPLETED").done
             except TimeoutError:
                 done = set()
             for future in done:
                 student = futures.pop(future)
-                outcome = _receive(future, student, opts, course_id, db_url, submissions, log,
-                                   FutureCancelledError)
+                outcome = _receive(future, student, opts, course_id, db_url, submissions, log)
                 if isinstance(outcome, WorkerUnfit):
                     _retire(client, outcome, unfit, log)
                     pending.insert(0, student)
                 else:
-                    finish(outcome, min(len(futures), threads()))
-            if client.nthreads():
+                    finish(outcome, min(len(futures), threads))
+            if threads:
                 idle_since = None
             elif idle_since is None:
                 idle_since = time.monotonic()
@@ -159,15 +155,17 @@ def _retire(client, unfit: WorkerUnfit, known: dict[str, str], log) -> None:
 
 
 def _receive(future, student: str, opts: "BatchOptions", course_id: str, db_url: str,
-             submissions: dict[str, str], log, cancelled_error) -> StudentOutcome | WorkerUnfit:
+             submissions: dict[str, str], log) -> StudentOutcome | WorkerUnfit:
     """One finished task: its outcome, written where the head keeps it, or the worker that
     could not grade it."""
+    from distributed.client import FutureCancelledError
+
     stamp = submissions.get(student, "")
     try:
         result = future.result()
     except WorkerUnfit as exc:
         return exc
-    except cancelled_error:
+    except FutureCancelledError:
         return StudentOutcome.not_graded(student, "its grading task was cancelled",
                                          submitted_at=stamp)
     except Exception as exc:        # the machine's fault: never a 0, the next run retries

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["pack_folder", "unpack_folder", "template_gradebook", "export_grades",
-           "import_grades", "submission_extension"]
+           "import_grades", "submission_extensions"]
 
 
 def pack_folder(folder: Path) -> bytes:
@@ -95,17 +95,15 @@ def _copy_definitions(src, out, assignment: str) -> None:
                                              source=cell.source, checksum=cell.checksum)
 
 
-def submission_extension(db_url: str, course_id: str, assignment: str,
-                         student: str) -> float | None:
-    """The student's deadline extension in seconds (late penalties depend on it), if any."""
-    from nbgrader.api import Gradebook, MissingEntry
+def submission_extensions(db_url: str, course_id: str, assignment: str) -> dict[str, float]:
+    """Each student's deadline extension for ``assignment`` in seconds (late penalties depend
+    on it), for the students who have one."""
+    from nbgrader.api import Gradebook
 
     with Gradebook(db_url, course_id) as gb:
-        try:
-            extension = gb.find_submission(assignment, student).extension
-        except MissingEntry:
-            return None
-    return extension.total_seconds() if extension is not None else None
+        return {sub.student.id: sub.extension.total_seconds()
+                for sub in gb.find_assignment(assignment).submissions
+                if sub.extension is not None}
 
 
 def export_grades(db_url: str, course_id: str, assignment: str, student: str) -> dict[str, Any]:

@@ -228,13 +228,13 @@ def reveal(exercise, course: Path | None = None) -> str | None:
         return None
     course = Path(course or sources.PROJECT_ROOT / "course")
     found = None
-    for notebook, exercises in _exercises_by_notebook().items():
-        for attribute, value in exercises:
-            if value is exercise:
-                try:
-                    found = _solution_text(exercise, attribute, notebook, course)
-                except OSError:
-                    found = None
+    place = next(((notebook, attribute) for notebook, exercises in _exercises_by_notebook().items()
+                  for attribute, value in exercises if value is exercise), None)
+    if place is not None:
+        try:
+            found = _solution_text(exercise, place[1], place[0], course)
+        except OSError:
+            found = None
     if found is None:
         print("No solution can be shown here: the course's source notebooks are not on this "
               "machine (a class's notebooks come without them; ask your teacher).")

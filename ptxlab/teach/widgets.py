@@ -170,7 +170,7 @@ class AddressTable:
         tile = place.tile(int(self.base.value), int(self.stride.value))
         expected = place.expected_addresses(tile)
         frag = layouts.ldmatrix_fragment(place.num, bool(self.trans.value))
-        mine, err = self.learner_addresses()
+        mine, _ = self.learner_addresses()
         src = self.formula.value if self.formula.value.strip() else self._callable
         have_formula = (src is not None) and not formula_problem(src)
         rows = []
@@ -240,10 +240,10 @@ class AddressTable:
         receivers = "row lands in lanes" if self.instruction == "ldmatrix" else "row comes from lanes"
         table = render.address_table_html(rows, title=instr, columns=[
             ("lane", "lane"), ("address", "address"), ("role", "gives"), ("receivers", receivers)])
-        place = self.placement()
-        expected = place.expected_addresses(self.tile())
-        flow = render.row_flow_svg(place.num, bool(self.trans.value), instruction=self.instruction,
-                                   addresses=[int(a) for a in expected], wrong_lanes=wrong,
+        flow = render.row_flow_svg(self.placement().num, bool(self.trans.value),
+                                   instruction=self.instruction,
+                                   addresses=[r.get("expected", 0) for r in rows],
+                                   wrong_lanes=wrong,
                                    wrong_targets={r["lane"]: tuple(r["points_at"]) for r in rows
                                                   if "points_at" in r})
         # The picture says who gives and who receives each row; the table, lane by lane, what

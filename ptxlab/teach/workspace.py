@@ -171,12 +171,10 @@ def prepare_workspace(workspace: Path, course: Path | None = None) -> WorkspaceR
     report = WorkspaceReport(workspace)
     digest = _digest(course / "source")
     stamp = state / "course-digest"
-    if stamp.exists() and stamp.read_text() == digest and released_dir.is_dir():
-        fresh_release = None                      # nothing new upstream: nothing to make
-    else:
-        fresh_release = "generate"
+    # Nothing new upstream: the student versions last made are the release, nothing to make.
+    regenerate = not (stamp.exists() and stamp.read_text() == digest and released_dir.is_dir())
     with tempfile.TemporaryDirectory(prefix="ptxlab-workspace-") as tmp:
-        release = (_generate_student_versions(course, Path(tmp)) if fresh_release
+        release = (_generate_student_versions(course, Path(tmp)) if regenerate
                    else released_dir)
         for new in sorted(p for p in release.rglob("*") if p.is_file()):
             rel = new.relative_to(release)
@@ -201,7 +199,7 @@ def prepare_workspace(workspace: Path, course: Path | None = None) -> WorkspaceR
             else:
                 shutil.copy2(new, dest.with_name(dest.name + ".upstream"))
                 report.kept_with_upstream.append(name)
-            if fresh_release:
+            if regenerate:
                 base.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(new, base)
     state.mkdir(parents=True, exist_ok=True)
