@@ -294,6 +294,8 @@ def _as_backend_error(exc: Exception) -> BackendError | None:
         return CompileError(str(getattr(exc, "log", "") or exc), backend="CPU model")
     if "KernelFault" in names:
         fault = KernelFault(str(exc))
+        #: the model lacks an instruction the kernel uses: not the kernel's fault
+        fault.unsupported = "UnsupportedInstruction" in names
         for attr in _FAULT_ATTRIBUTES:
             if hasattr(exc, attr):
                 setattr(fault, attr, getattr(exc, attr))

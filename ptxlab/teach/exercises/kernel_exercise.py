@@ -3,6 +3,7 @@ CPU backend through :func:`ptxlab.run.backends.launch` and its output is compare
 emulator's, lane by lane."""
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -71,13 +72,11 @@ RACE_ADVICE = ("one warp reads (or overwrites) shared memory another warp writes
                "first. Put __syncthreads() after the writes and before the reads")
 
 
-def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str = "auto",
-                     fault_advice: str = FAULT_ADVICE):
-    """Compile and launch ``run`` once (on copies of its arrays).
-
-    Returns the :class:`~ptxlab.run.backends.LaunchResult`, or a failed :class:`CheckResult` that
-    words the compile error, fault or refused launch for a learner: never a traceback.
-    """
+def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
+                 fault_advice: str):
+    """One launch on ``backend`` (on copies of the run's arrays): the
+    :class:`~ptxlab.run.backends.LaunchResult`, a failed :class:`CheckResult` worded for a
+    learner, or :class:`_ModelCannotRun` when the CPU model lacks something the kernel uses."""
     try:
         from ...run import backends
     except ImportError as exc:
@@ -91,7 +90,13 @@ def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
                            advice=["compiler says:\n      " + _first_lines(log)])
+    except backends.BackendUnavailable as exc:
+        if backend == "cpu":
+            return _ModelCannotRun(str(exc))
+        return CheckResult(name, False, 0.0, f"the kernel cannot run here: {exc}", status="error")
     except backends.KernelFault as exc:
+        if getattr(exc, "unsupported", False):
+            return _ModelCannotRun(str(exc))
         if str(exc).startswith("race in shared memory"):
             return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
                                status="error", advice=[RACE_ADVICE])
@@ -100,6 +105,102 @@ def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str
     except Exception as exc:
         return CheckResult(name, False, 0.0, f"launching the kernel failed ({run.label}): "
                            f"{type(exc).__name__}: {exc}", status="error")
+
+
+@dataclass
+class _ModelCannotRun:
+    """The CPU model cannot run this kernel (not installed, or an instruction it lacks)."""
+
+    why: str
+
+
+#: Notes about the launches of one check (what the CPU model noticed, where the GPU differed),
+#: collected by :meth:`KernelExercise.evaluate` whichever subclass compares the outputs.
+_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "ptxlab_launch_notes", default=None)
+
+
+def _note(text: str) -> None:
+    notes = _NOTES.get()
+    if notes is not None and text not in notes:
+        notes.append(text)
+
+
+def _gpu_also_runs(source: str, backend: str) -> bool:
+    """Whether the GPU runs this kernel too: asked for, or ``auto`` with a GPU that has every
+    instruction the kernel uses."""
+    if backend == "cpu":
+        return False
+    from ...run import backends
+
+    try:
+        return backends.choose_backend(source, backend)[0] == "gpu"
+    except backends.BackendError:
+        return backend == "gpu"     # asked for a GPU that is not here: the launch says why
+
+
+def _compared_outputs(run) -> tuple[int, ...]:
+    """The arguments whose contents the kernel defines, so both machines must agree on them."""
+    return tuple(getattr(run, "compare", None) or (run.out_index,))
+
+
+def _differing_words(model, hardware, run) -> int:
+    """How many 32-bit words of the compared outputs differ between the two launches."""
+    n = 0
+    for i in _compared_outputs(run):
+        a = np.ascontiguousarray(model.outputs[i]).view(np.uint8)
+        b = np.ascontiguousarray(hardware.outputs[i]).view(np.uint8)
+        if a.shape != b.shape:
+            return max(a.size, b.size) // 4
+        n += int(np.count_nonzero((a != b).reshape(-1, 4).any(axis=1))) if a.size % 4 == 0 \
+            else int(np.count_nonzero(a != b))
+    return n
+
+
+def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str = "auto",
+                     fault_advice: str = FAULT_ADVICE):
+    """Run ``run`` through the sanitizing CPU model and, where there is a GPU, on the GPU too.
+
+    The CPU model decides: its sanitizer (races between warps, faults, address spaces) and
+    its outputs are the same on every machine, so a verdict never depends on which machine
+    checked the kernel. The GPU's run is a cross-check: when its compared outputs differ from
+    the model's, or it faults where the model did not, the learner is told (the kernel depends
+    on timing or on memory it never wrote). Only when the CPU model cannot run the kernel at
+    all does the GPU alone decide, and the result says so.
+
+    Returns the model's :class:`~ptxlab.run.backends.LaunchResult` (its ``device`` names both
+    machines when both ran and agreed), or a failed :class:`CheckResult` that words the compile
+    error, race, fault or refused launch for a learner: never a traceback.
+    """
+    model = _launch_once(source, kernel_name, run, name, "cpu", fault_advice)
+    if isinstance(model, _ModelCannotRun):
+        if backend == "cpu" or not _gpu_also_runs(source, backend):
+            return CheckResult(name, False, 0.0, f"the kernel cannot run here: {model.why}",
+                               status="error")
+        _note(f"only the GPU checked this kernel: {model.why}")
+        return _launch_once(source, kernel_name, run, name, backend, fault_advice)
+    if isinstance(model, CheckResult):
+        return model
+    for text in model.diagnostics:
+        _note(f"the CPU model noticed: {text}")
+    if not _gpu_also_runs(source, backend):
+        return model
+    hardware = _launch_once(source, kernel_name, run, name, "gpu", fault_advice)
+    if isinstance(hardware, CheckResult):
+        _note(f"on the GPU, {hardware.message[0].lower()}{hardware.message[1:]}; the CPU "
+              "model ran it without a fault. The verdict is the CPU model's (the same on every "
+              "machine); a kernel that faults on a GPU is still wrong: "
+              + "; ".join(hardware.advice or [fault_advice]))
+        return model
+    differ = _differing_words(model, hardware, run)
+    if differ:
+        _note(f"on {hardware.device} {differ} output word(s) came out different from the CPU "
+              "model's run: the kernel's result depends on which warp runs first or on "
+              "memory it reads but never wrote. The verdict is the CPU model's (the same on "
+              "every machine)")
+        return model
+    return replace(model, device=f"{hardware.device} and the {model.device}",
+                   backend="gpu+cpu")
 
 
 def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
@@ -119,7 +220,8 @@ def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
                                          backend=getattr(res, "device", ""))
     result.details["backend"] = getattr(res, "backend", "")
     result.details["device"] = getattr(res, "device", "")
-    result.advice += [f"the CPU model noticed: {d}" for d in getattr(res, "diagnostics", [])]
+    result.advice += [f"the CPU model noticed: {d}" for d in getattr(res, "diagnostics", [])
+                      if _NOTES.get() is None]
     if not result.passed:
         result.message += f" ({run.label})"
     return result
@@ -169,11 +271,17 @@ class KernelExercise(Exercise):
             return problem
         runs = self.runs(hidden)
         results = []
-        for run in runs:
-            results.append(self.run_case(answer, run))
-            if not results[-1].passed:
-                break
+        notes: list[str] = []
+        token = _NOTES.set(notes)
+        try:
+            for run in runs:
+                results.append(self.run_case(answer, run))
+                if not results[-1].passed:
+                    break
+        finally:
+            _NOTES.reset(token)
         combined = checks.combine(self.title, results)
+        combined.advice += [n for n in notes if n not in combined.advice]
         device = results[-1].details.get("device", "") if results else ""
         if device:
             combined.details["device"] = device
