@@ -1,49 +1,113 @@
-"""Every kernel solution of the course as a :class:`ptxlab.run.backends.KernelCase`.
+"""The course's solutions as data: every solution cell with the exercise it answers, and every
+kernel solution as a :class:`ptxlab.run.backends.KernelCase`.
 
 The solutions live in the notebooks' text forms (``course/text/*.py``): a solution cell defines
-``NAME = r\"\"\"<CUDA>\"\"\"`` and checks it with ``ex.<exercise>.check(NAME)``. This module reads
-those cells, finds the :class:`~ptxlab.teach.exercises.kernel_exercise.KernelExercise` each one
-answers, and turns every run of that exercise into a case, so the CPU model and the GPU can be
-compared on exactly the code learners are asked to write.
+the answer (a function, or ``NAME = r\"\"\"<CUDA>\"\"\"`` for a kernel) and checks it with
+``<alias>.<exercise>.check(NAME)``, where ``<alias>`` is a module of ``ptxlab.exercises`` the
+notebook imports. This module reads those cells and finds the exercise each one answers, so the
+CPU-vs-GPU comparison runs exactly the kernels learners are asked to write, and the mutation
+harness (:mod:`ptxlab.teach.mutants`) varies exactly the answers they are asked to give. Nothing
+here lists the exercises: a new solution cell is found by reading the text forms.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..run import sources
 from ..run.backends import KernelCase
+from .exercises.base import Exercise
 from .exercises.kernel_exercise import KernelExercise
 
-__all__ = ["kernel_cases", "solution_kernels"]
+__all__ = ["SolutionCell", "solution_cells", "kernel_cases", "solution_kernels", "TEXT_DIR"]
 
-_TEXT_DIR = sources.PROJECT_ROOT / "course" / "text"
-_IMPORT = re.compile(r"from ptxlab\.exercises import (\w+) as ex\b")
+TEXT_DIR = sources.PROJECT_ROOT / "course" / "text"
+_CELL = re.compile(r"^# %%(.*)$", re.M)
+_CHECK = re.compile(r"\b(\w+)\.(\w+)\.check\((\w+)\)")
 _SOURCE = re.compile(r'^(\w+) = r"""(.*?)"""', re.S | re.M)
 
 
-def solution_kernels(text_dir: Path = _TEXT_DIR) -> list[tuple[str, KernelExercise, str]]:
-    """``(notebook, exercise, solution source)`` for every kernel exercise in the course."""
+@dataclass(frozen=True)
+class SolutionCell:
+    """One solution cell of a notebook's text form and the exercise it answers.
+
+    ``code`` is the cell as written (without its ``# %%`` header); ``line`` is the line of the
+    text form where ``code`` starts; ``answer_name`` is what the cell passes to ``check``;
+    ``hidden_tested`` says whether a test cell grades the exercise with ``hidden=True``."""
+
+    notebook: str
+    cell_id: str
+    line: int
+    code: str
+    exercise: Exercise
+    answer_name: str
+    hidden_tested: bool
+
+    def kernel_source(self) -> str | None:
+        """The CUDA source the cell assigns to ``answer_name``, or ``None`` for another answer."""
+        return dict(_SOURCE.findall(self.code)).get(self.answer_name)
+
+
+def _exercise_modules(text: str) -> dict[str, str]:
+    """``alias -> module`` for every ``from ptxlab.exercises import MODULE [as ALIAS]``."""
+    out = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.module in ("ptxlab.exercises",
+                                                                "ptxlab.teach.exercises"):
+            for name in node.names:
+                out[name.asname or name.name] = name.name
+    return out
+
+
+def _cells(text: str) -> list[tuple[str, dict, int, str]]:
+    """``(kind, options, first line, code)`` of every cell of a percent-format text."""
+    heads = list(_CELL.finditer(text))
+    out = []
+    for head, nxt in zip(heads, heads[1:] + [None]):
+        words = head.group(1).split()
+        kind = words[0] if words and not words[0].startswith("[") else "code"
+        opts = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        start = head.end() + 1
+        out.append((kind, opts, text.count("\n", 0, start) + 1,
+                    text[start:nxt.start() if nxt else len(text)]))
+    return out
+
+
+def solution_cells(text_dir: Path = TEXT_DIR) -> list[SolutionCell]:
+    """Every solution cell of the course that checks an exercise, in course order."""
     out = []
     for path in sorted(text_dir.glob("*.py")):
         text = path.read_text()
-        m = _IMPORT.search(text)
-        if not m:
-            continue
-        module = importlib.import_module(f"ptxlab.teach.exercises.{m.group(1)}")
-        for cell in text.split("# %% solution")[1:]:
-            cell = cell.split("\n# %%")[0]
-            for name, source in _SOURCE.findall(cell):
-                call = re.search(rf"ex\.(\w+)\.check\({name}\)", cell)
-                if not call:
+        modules = _exercise_modules(text)
+        cells = _cells(text)
+        tests = "".join(code for kind, _, _, code in cells if kind == "tests")
+        for kind, opts, line, code in cells:
+            if kind != "solution":
+                continue
+            for alias, attribute, answer in _CHECK.findall(code):
+                if alias not in modules:
                     continue
-                exercise = getattr(module, call.group(1))
-                if isinstance(exercise, KernelExercise):
-                    out.append((path.stem, exercise, source))
+                module = importlib.import_module(f"ptxlab.teach.exercises.{modules[alias]}")
+                exercise = getattr(module, attribute, None)
+                if not isinstance(exercise, Exercise):
+                    continue
+                hidden = re.search(rf"\b{alias}\.{attribute}\.grade\(\s*\w+\s*,\s*hidden\s*=\s*"
+                                   r"True\s*\)", tests) is not None
+                out.append(SolutionCell(path.stem, opts.get("id", ""), line, code, exercise,
+                                        answer, hidden))
     return out
+
+
+def solution_kernels(text_dir: Path = TEXT_DIR) -> list[tuple[str, KernelExercise, str]]:
+    """``(notebook, exercise, solution source)`` for every kernel exercise in the course."""
+    return [(cell.notebook, cell.exercise, cell.kernel_source())
+            for cell in solution_cells(text_dir)
+            if isinstance(cell.exercise, KernelExercise) and cell.kernel_source() is not None]
 
 
 def kernel_cases(rng: np.random.Generator, small: bool = True) -> list[KernelCase]:
