@@ -229,12 +229,104 @@ ex.b_operand_kernel.grade(B_KERNEL, hidden=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ## Exercise 7 · a kernel that loads a column-major B
+#
+# The same B, now staged **column-major**: stored row `n` holds column `n` of B
+# (`B[0][n] .. B[15][n]`), the 8 stored rows are `sld` elements apart. The registers must come
+# out exactly as in Exercise 6: they are B's mma fragment whichever way B was stored. Only the
+# addresses and the qualifiers of the load change.
+
+# %% solution id=b_col_major_kernel
+B_COL_KERNEL = r"""
+extern "C" __global__ void load_b_col_major(const unsigned short* b, int sld, unsigned* out)
+{
+    extern __shared__ __align__(16) unsigned short tile[];    // 8 rows (n) of sld elements (k)
+    const unsigned lane = threadIdx.x % 32;
+    for (unsigned i = lane; i < 128; i += 32)                  // i = 8k + n
+        tile[(i % 8) * sld + i / 8] = b[i];
+    __syncwarp();
+
+    unsigned r0, r1;
+    // BEGIN SOLUTION
+    const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+    const unsigned addr = base + (lane % 8) * sld * 2 + (lane / 8 % 2) * 16;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r0), "=r"(r1) : "r"(addr));
+    // END SOLUTION
+
+    out[lane * 2 + 0] = r0;
+    out[lane * 2 + 1] = r1;
+}
+"""
+ex.b_col_major_kernel.check(B_COL_KERNEL);
+
+# %% tests id=b_col_major_kernel_tests points=3
+ex.b_col_major_kernel.grade(B_COL_KERNEL)
+### BEGIN HIDDEN TESTS
+ex.b_col_major_kernel.grade(B_COL_KERNEL, hidden=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 8 · four warps stage B, one warp loads it
+#
+# In a real kernel a whole block copies a tile into shared memory together, and then each warp
+# loads the part it needs. Here a block of **four warps** copies the row-major B of Exercise 6
+# (thread `t` copies element `t`, so warp 1 writes rows 4-7, warp 2 rows 8-11, warp 3 rows
+# 12-15), and **warp 0** alone must load B with `ldmatrix.x2.trans` and write its registers to
+# `out` (two words per lane, as in Exercise 6). Fill in the part between the markers.
+#
+# This is where a race hides. Without a barrier warp 0 may read rows the other warps have not
+# written yet. On a GPU the kernel often gives the right registers anyway, by timing: the
+# course's racy twin of this kernel gave the right answer 20 times out of 20 on an H100
+# (`reports/hardware/SANITIZER.md`). The check runs every kernel through the CPU model's race
+# detector too, on every machine, so a race fails here whatever the GPU happened to do.
+#
+# <details><summary>Which barrier?</summary>
+#
+# `__syncwarp()` only orders the threads of one warp. Writes by *other* warps need the block's
+# barrier, `__syncthreads()` (PTX `bar.sync 0`). CUDA asks that every thread of the block
+# reaches the same `__syncthreads()`, so put it before the `if` that selects warp 0, not in it.
+# </details>
+
+# %% solution id=block_load_kernel
+BLOCK_KERNEL = r"""
+extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsigned* out)
+{
+    extern __shared__ __align__(16) unsigned short tile[];    // 16 rows of sld elements
+    const unsigned lane = threadIdx.x % 32;
+    for (unsigned i = threadIdx.x; i < 128; i += blockDim.x)   // all four warps copy
+        tile[(i / 8) * sld + i % 8] = b[i];
+
+    // BEGIN SOLUTION
+    __syncthreads();                       // every warp's copy is done and visible
+    if (threadIdx.x >= 32) return;         // from here on, warp 0 only
+    const unsigned tile_base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+    const unsigned row_addr = tile_base + (lane % 16) * sld * 2;
+    unsigned b0, b1;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(b0), "=r"(b1) : "r"(row_addr));
+    out[2 * lane] = b0;
+    out[2 * lane + 1] = b1;
+    // END SOLUTION
+}
+"""
+ex.block_load_kernel.check(BLOCK_KERNEL);
+
+# %% tests id=block_load_kernel_tests points=3
+ex.block_load_kernel.grade(BLOCK_KERNEL)
+### BEGIN HIDDEN TESTS
+ex.block_load_kernel.grade(BLOCK_KERNEL, hidden=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## What to remember
 #
 # * `.trans` keeps the addresses (stored rows) and hands each stored matrix out column-wise:
 #   lane `t` gets column `t // 4`, rows `2(t % 4)` and `2(t % 4) + 1`.
 # * B of `mma ... .row.col` is consumed column by column: row-major B needs `.trans`,
-#   column-major B does not.
+#   column-major B does not (and `.trans` there turns every block the wrong way).
+# * Shared memory written by other warps needs `__syncthreads()` before it is read; a GPU that
+#   gives the right answer without it was lucky.
 # * Calling the wrong one of two look-alike macros is a silent bug: the results are just wrong.
 
 

@@ -194,3 +194,93 @@ b_operand_kernel = KernelExercise(
         '"=r"(r0), "=r"(r1) : "r"(addr));',
     ),
 )
+
+# ---------------------------------------------------------------------------------------------
+# 7. Kernel: load a column-major B with ldmatrix.x2 (no .trans)
+# ---------------------------------------------------------------------------------------------
+
+B_COL_MAJOR_KERNEL_NAME = "load_b_col_major"
+
+
+def b_col_major_run(sld: int) -> KernelRun:
+    """B stored column-major: stored row n holds B[0..15][n], rows ``sld`` elements apart. The
+    registers must be B's fragment, the same as from the row-major tile of exercise 6."""
+    return KernelRun(label=f"stored row stride {sld} elements",
+                     args=[np.arange(128, dtype=np.uint16), np.int32(sld),
+                           np.zeros(64, dtype=np.uint32)],
+                     out_index=2, expected=b_operand_expected(8), shared_mem=8 * sld * 2,
+                     describe_value=describe_b_value)
+
+
+def _uses_trans(src: str) -> bool:
+    return ".trans" in src
+
+
+b_col_major_kernel = KernelExercise(
+    key="ldmatrix_trans.b_col_major_kernel",
+    title="kernel: load a column-major B with ldmatrix.x2",
+    kernel_name=B_COL_MAJOR_KERNEL_NAME,
+    visible=lambda: [b_col_major_run(16), b_col_major_run(24)],
+    hidden_cases=lambda rng: [b_col_major_run(int(s)) for s in
+                              (40, 8 * int(rng.integers(2, 9)))],
+    advice_for=(
+        (_uses_trans,
+         "this load uses .trans where it must not: stored column-major, each stored row already "
+         "is a column of B, which is what mma hands each lane; .trans turns every 8x8 block "
+         "around (the opposite of exercise 6, where row-major B needed it)"),
+        (lambda src: ".x2" not in src, "B of m16n8k16 is two 8x8 matrices: use .x2"),
+    ),
+    hints=(
+        "Your b_col_major_rows formula gives the address; base = the tile's shared address, "
+        "stride = 2 * sld bytes.",
+        "Matrix 1 (k = 8..15) is the right half of the same 8 stored rows: 16 bytes further.",
+        'asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : '
+        '"=r"(r0), "=r"(r1) : "r"(addr));',
+    ),
+)
+
+# ---------------------------------------------------------------------------------------------
+# 8. Kernel: four warps stage B, one warp loads it (the barrier is the exercise)
+# ---------------------------------------------------------------------------------------------
+
+BLOCK_KERNEL_NAME = "block_load_b"
+#: Threads of the block: four warps copy B into shared memory together.
+BLOCK_THREADS = 128
+
+
+def block_load_run(sld: int) -> KernelRun:
+    """One block of four warps; only warp 0's registers are compared (it is the one loading)."""
+    return KernelRun(label=f"4 warps, tile row stride {sld} elements",
+                     args=[np.arange(128, dtype=np.uint16), np.int32(sld),
+                           np.zeros(64, dtype=np.uint32)],
+                     out_index=2, expected=b_operand_expected(sld), shared_mem=16 * sld * 2,
+                     block=(BLOCK_THREADS,), describe_value=describe_b_value)
+
+
+def _warp_barrier_only(src: str) -> bool:
+    return "__syncwarp" in src and "__syncthreads" not in src and "bar.sync" not in src
+
+
+block_load_kernel = KernelExercise(
+    key="ldmatrix_trans.block_load_kernel",
+    title="kernel: four warps stage B, warp 0 loads it",
+    kernel_name=BLOCK_KERNEL_NAME,
+    visible=lambda: [block_load_run(8), block_load_run(24)],
+    hidden_cases=lambda rng: [block_load_run(int(s)) for s in
+                              (16, 8 * int(rng.integers(4, 9)))],
+    advice_for=(
+        (_warp_barrier_only,
+         "__syncwarp() orders the threads of one warp only; B is written by all four warps, "
+         "so the barrier must be the block's: __syncthreads()"),
+        (lambda src: ".trans" not in src,
+         "B is staged row-major, as in exercise 6: the load needs .trans"),
+    ),
+    hints=(
+        "Thread t copies element t: warp 1 writes rows 4-7 of B, warp 2 rows 8-11, warp 3 rows "
+        "12-15. What guarantees they are written when warp 0 reads them?",
+        "__syncthreads() after the copy, before the 'if' that selects warp 0 (CUDA asks that "
+        "every thread of the block reaches it).",
+        "__syncthreads(); then if (threadIdx.x < 32) { the load of exercise 6 and the two "
+        "stores to out }",
+    ),
+)

@@ -1,0 +1,40 @@
+"""The kernel exercises of notebook 3 that no GPU can judge alone: a column-major B loaded
+without .trans, and a tile staged by four warps that one warp loads (the race is the trap)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ptxlab.run import cpu
+from ptxlab.run.sources import PROJECT_ROOT
+from ptxlab.teach.exercises import ldmatrix_trans as ex
+from ptxlab.teach.exercises.kernel_exercise import RACE_ADVICE
+
+ok, why = cpu.available()
+pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
+
+_TEXT = (PROJECT_ROOT / "course" / "text" / "03_ldmatrix_trans.py").read_text()
+SOURCES = dict(re.findall(r'^(\w+) = r"""(.*?)"""', _TEXT, re.S | re.M))
+
+
+def test_the_solutions_pass_the_hidden_cases():
+    assert ex.b_col_major_kernel.evaluate(SOURCES["B_COL_KERNEL"], hidden=True).passed
+    assert ex.block_load_kernel.evaluate(SOURCES["BLOCK_KERNEL"], hidden=True).passed
+
+
+def test_trans_on_a_column_major_b_is_named():
+    wrong = SOURCES["B_COL_KERNEL"].replace(".x2.shared", ".x2.trans.shared")
+    res = ex.b_col_major_kernel.evaluate(wrong)
+    assert not res.passed and any("uses .trans where it must not" in a for a in res.advice)
+    assert res.diffs and "B[" in res.diffs[0].got
+
+
+@pytest.mark.parametrize("barrier", ["", "__syncwarp();"])
+def test_a_missing_block_barrier_is_a_race(barrier):
+    wrong = SOURCES["BLOCK_KERNEL"].replace("__syncthreads();", barrier)
+    res = ex.block_load_kernel.evaluate(wrong)
+    assert not res.passed and "has a race" in res.message and RACE_ADVICE in res.advice
+    assert "warp 0" in res.message and "ldmatrix" in res.message
+    assert any("__syncwarp() orders the threads of one warp only" in a
+               for a in res.advice) == bool(barrier)
