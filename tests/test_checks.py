@@ -42,6 +42,40 @@ def test_address_check_recognises_classic_mistakes(bad, phrase):
     assert any(phrase in a for a in res.advice), res.advice
 
 
+_RIGHT = {
+    "d_rows": (lambda lane, base, stride: base + (lane % 16) * stride, 16),
+    "a_rows": (lambda lane, base, stride: base + (lane % 16) * stride + (lane // 16) * 16, 32),
+}
+
+
+@pytest.mark.parametrize("bad, phrases", [
+    # the row a lane holds (lane // 4), in elements, in bytes and in rows: never "just" alignment
+    (lambda r, n, lane, base, stride: base + (lane // 4) * 2, ["row whose *elements* a lane"]),
+    (lambda r, n, lane, base, stride: base + (lane // 4) * 16, ["row whose *elements* a lane"]),
+    (lambda r, n, lane, base, stride: base + (lane // 4) * stride, ["row whose *elements* a lane"]),
+    (lambda r, n, lane, base, stride: r(lane, base, stride) + stride, ["1 row further down"]),
+    (lambda r, n, lane, base, stride: r(lane, base, stride) - 2 * stride, ["2 rows higher up"]),
+    (lambda r, n, lane, base, stride: r((lane + 1) % n, base, stride),
+     ["lane r points at row r + 1"]),
+    (lambda r, n, lane, base, stride: r((lane - 1) % n, base, stride),
+     ["lane r points at row r - 1"]),
+    (lambda r, n, lane, base, stride: r(lane, base, stride) + 16,
+     ["off by +16 bytes", "16 bytes (8 elements) too far to the right"]),
+])
+@pytest.mark.parametrize("exercise", sorted(_RIGHT))
+def test_whole_answer_patterns_are_named(bad, phrases, exercise):
+    """Shapes of a wrong answer, recognised on any exercise and tile from the answer itself,
+    not from a list of expected wrong formulas."""
+    from ptxlab.exercises import stmatrix
+
+    ex = stmatrix.d_rows if exercise == "d_rows" else ldmatrix.a_operand_rows
+    right, lanes = _RIGHT[exercise]
+    assert ex.evaluate(right).passed
+    res = ex.evaluate(lambda lane, base, stride: bad(right, lanes, lane, base, stride))
+    assert not res.passed
+    assert any(p in a for p in phrases for a in res.advice), res.advice
+
+
 def test_a_operand_wrong_block_order_is_explained():
     res = ldmatrix.a_operand_rows.evaluate(
         lambda lane, base, stride: base + (lane % 8) * stride + (lane // 8) * 16)

@@ -289,9 +289,12 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
     if np.array_equal(g - base, (e - base) * 2) and np.any(e != base):
         return ["your offsets are twice too large: the row stride is already in bytes, do "
                 "not multiply it by the element size again"]
+    advice += _row_pattern_advice(task, got, exp, lanes)
     mis = [int(l) for l in lanes if got[l] % layouts.ROW_BYTES]
     if mis:
-        advice.append(f"lanes {_lanes_text(mis)} give addresses that are not multiples of 16: "
+        advice.append(f"{_lane_word(mis)} {_lanes_text(mis)} "
+                      f"{'gives' if len(mis) == 1 else 'give'} addresses that are not "
+                      "multiples of 16: "
                       "every row address must be 16-byte aligned (a row is 8 x 16-bit = 16 B)")
     roles = [task.placement.decode(task.tile, int(a)) for a in g]
     want = [layouts.address_role(int(l), task.num) for l in lanes]
@@ -315,10 +318,57 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
                           "matrix is lane % 8")
     elif any(r is None for r in roles):
         outside = [int(l) for l, r in zip(lanes, roles) if r is None]
-        advice.append(f"lanes {_lanes_text(outside)} do not point at the start of any matrix "
+        advice.append(f"{_lane_word(outside)} {_lanes_text(outside)} do not point at the start "
+                      "of any matrix "
                       f"row of the tile ({task.placement.what}); rows start at base + "
                       "row * stride + column * 2 with the column a matrix's first column")
     return advice
+
+
+def _row_pattern_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray,
+                        lanes: np.ndarray) -> list[str]:
+    """Mistakes seen in the shape of the whole answer rather than in one lane: the row a lane
+    *holds* used as the row it *addresses*, every row shifted by the same amount, every lane
+    giving its neighbour's row."""
+    active = np.flatnonzero(exp >= 0)
+    g, e = got[active], exp[active]
+    groups = active // 4
+    by_group = {int(q): set(g[groups == q].tolist()) for q in set(groups.tolist())}
+    if (all(len(v) == 1 for v in by_group.values()) and len({x for v in by_group.values()
+                                                              for x in v}) > 1
+            and len(set(e.tolist())) > len(by_group)):
+        return ["your address changes only with lane // 4, which is the row whose *elements* a "
+                "lane holds in the fragment, not the row whose *address* it gives: the address "
+                "of row r of matrix i comes from lane 8i + r, so the row inside a matrix is "
+                "lane % 8 (lanes 8i..8i+7 give matrix i)"]
+    if len(lanes) != len(active):
+        return []
+    delta = set((g - e).tolist())
+    if len(delta) == 1:
+        d = delta.pop()
+        if task.stride and d % task.stride == 0 and abs(d) // task.stride < 16:
+            k = d // task.stride
+            return [f"every address is {abs(k)} row{'s' if abs(k) > 1 else ''} "
+                    f"{'further down' if k > 0 else 'higher up'} than it should be (off by "
+                    f"{d:+d} bytes = {k:+d} * stride): row r of a matrix starts at "
+                    "base + r * stride, with rows counted from 0"]
+        if d % layouts.ROW_BYTES == 0 and abs(d) < task.stride:
+            return [f"every address is {abs(d)} bytes ({abs(d) // 2} elements) too far to the "
+                    f"{'right' if d > 0 else 'left'}: the column offset of a matrix is its first "
+                    "column * 2 bytes"]
+    n = len(active)
+    for step in (1, -1):
+        neighbour = {int(active[i]): int(exp[active[(i + step) % n]]) for i in range(n)}
+        if n > 2 and all(got[l] == neighbour[l] for l in neighbour):
+            sign = "+" if step > 0 else "-"
+            return [f"each lane gives the row lane {sign} 1 should give (lane r points at row "
+                    f"r {sign} 1): the row lane r addresses is r % 8 of matrix r // 8, counted "
+                    "from 0"]
+    return []
+
+
+def _lane_word(lanes: Sequence[int]) -> str:
+    return "lane" if len(set(lanes)) == 1 else "lanes"
 
 
 def _lanes_text(lanes: Sequence[int]) -> str:
