@@ -5,6 +5,8 @@
 #                           the tensor core's rounding on fresh inputs (tests/vectors/ rewritten)
 #   reports/hardware/SANITIZER.md  planted races under compute-sanitizer racecheck and the CPU
 #                           model's detector; generic pointers as shared addresses, GPU vs CPU
+#   reports/hardware/VERDICTS.md  every kernel answer of the course (solutions, mutants) checked
+#                           on the GPU machine and with the GPU hidden: the same verdicts
 #   reports/cpu_backend/    every kernel of the project on the CPU model vs the GPU, bit for bit
 #   reports/course_gpu/     every course notebook executed top to bottom on the GPU path
 #   reports/grading_gpu/    `ptxlab grade` on a class with faulting kernels, GPU path, sandbox on
@@ -56,6 +58,7 @@ step rounding  "$PY" scripts/collect_mma_rounding.py --out "$LOGS/rounding" --ca
 step compare   "$PY" scripts/compare_backends.py --rounds 3 --out-dir reports/cpu_backend
 step notebooks "$PY" scripts/course_execute_all.py --out reports/course_gpu
 step sanitizer "$PY" scripts/gpu_sanitizer_check.py --out reports/hardware
+step verdicts  "$PY" scripts/gpu_verdicts_check.py --out reports/hardware
 step grading   "$PY" scripts/gpu_grading_check.py --out reports/grading_gpu --workers 4
 step pytest    "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider tests/
 cp "$LOGS/pytest.log" reports/gpu_verify/pytest.log
