@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from ptxlab import layouts, render
 
@@ -123,3 +124,115 @@ def test_a_wrong_formula_is_drawn_as_its_wrong_arrows():
     assert "lane 9: your address points at matrix 0 row 1" in svg
     t.formula.value = "base + lane * stride"
     assert 'stroke-dasharray' not in t.html()
+
+
+def _cells(svg: str, **match) -> list:
+    """The ``<g data-...>`` cells of a picture whose data attributes equal ``match``."""
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(svg)
+    return [g for g in root.iter(f"{ns}g")
+            if all(g.get(f"data-{k}") == str(v) for k, v in match.items())]
+
+
+def _rect(g):
+    return next(iter(g))
+
+
+def test_movmatrix_picture_puts_each_element_where_the_emulator_moves_it():
+    """Before: lane L's half h holds A at the layout's place; after: the value the emulator's
+    movmatrix leaves in that half. Every element keeps the colour of the lane that held it."""
+    from ptxlab import emulator
+
+    lay = layouts.movmatrix_fragment()
+    ids = np.arange(64, dtype=np.uint16).reshape(1, 8, 8)          # A[r][c] = 8r + c
+    a = emulator.matrices_to_fragment(ids, lay)[:, 0]
+    d = emulator.movmatrix(a)
+    svg = render.movmatrix_svg()
+    grid_x = {}
+    for lane in range(32):
+        for half in range(2):
+            _, r, c = lay.element(lane, 0, half)
+            (before,) = _cells(svg, grid="before", lane=lane, half=half)
+            assert (before.get("data-row"), before.get("data-col")) == (str(r), str(c))
+            assert before.get("data-elem") == f"{r},{c}"
+            (after,) = _cells(svg, grid="after", lane=lane, half=half)
+            er, ec = divmod(int(d[lane]) >> (16 * half) & 0xFFFF, 8)
+            assert after.get("data-elem") == f"{er},{ec}", (lane, half)
+            giver = lay.owner(0, er, ec)[0]
+            assert _rect(after).get("fill") == render.lane_color(giver)
+            assert _rect(before).get("fill") == render.lane_color(lane)
+            # drawn at the place the layout says: x grows with the column, y with the row
+            for g in (before, after):
+                x, y = float(_rect(g).get("x")), float(_rect(g).get("y"))
+                grid_x.setdefault((g.get("data-grid"), c), set()).add(x)
+                grid_x.setdefault((g.get("data-grid"), "row", r), set()).add(y)
+    assert all(len(xs) == 1 for xs in grid_x.values())        # one x per column, one y per row
+    xs = [grid_x[("after", c)].pop() for c in range(8)]
+    assert xs == sorted(xs)
+
+
+def test_movmatrix_picture_shows_a_kernels_registers_and_one_lanes_moves():
+    from ptxlab import emulator
+
+    a = np.arange(32, dtype=np.uint32) * 0x00020002 + 0x00010000     # halves 2t (lo), 2t+1 (hi)
+    d = emulator.movmatrix(a)
+    svg = render.movmatrix_svg(values=(a, d))
+    for lane in range(32):
+        for half, grid, regs in ((0, "before", a), (1, "after", d)):
+            (cell,) = _cells(svg, grid=grid, lane=lane, half=half)
+            label = cell.find("{http://www.w3.org/2000/svg}text").text
+            assert label == str(int(regs[lane]) >> (16 * half) & 0xFFFF)
+    svg = render.movmatrix_svg(5)
+    assert svg.count('data-arrow="gives"') == 2 and svg.count('data-arrow="receives"') == 2
+    # lane 5 holds A[1][2], A[1][3]; it receives A[2][1] (from lane 8) and A[3][1] (lane 12)
+    assert "lane 5 receives A[2][1] from lane 8 (high half) and A[3][1] from lane 12" in svg
+    assert len([g for g in _cells(svg) if g.get("opacity") == "1"]) == 4 + 4
+    with pytest.raises(ValueError):
+        render.movmatrix_svg(32)
+
+
+@pytest.mark.parametrize("variant", layouts.MMA_VARIANTS)
+def test_mma_picture_draws_every_operand_element_in_its_lanes_colour(variant):
+    form = layouts.mma_form(*variant)
+    svg = render.mma_fragments_svg(form)
+    assert svg.startswith("<svg") and form.ptx in svg
+    width = int(re.search(r'width="(\d+)"', svg).group(1))
+    assert width <= render.FIT_PX
+    tops = {}
+    for op in ("a", "b", "c"):
+        lay = getattr(form, op)
+        cells = _cells(svg, op=op)
+        assert len(cells) == lay.rows * lay.cols
+        for g in cells:
+            r, c = int(g.get("data-row")), int(g.get("data-col"))
+            lane, reg, elem = lay.owner(0, r, c)
+            assert (g.get("data-lane"), g.get("data-reg"), g.get("data-elem")) == (
+                str(lane), str(reg), str(elem))
+            assert _rect(g).get("fill") == render.lane_color(lane)    # one hue per lane, A B C
+        tops[op] = min(float(_rect(g).get("y")) for g in cells)
+    if form.k == 32:          # A is 32 wide: B and C/D go to a second row
+        assert tops["b"] > tops["a"] and tops["c"] == tops["b"]
+    else:
+        assert tops["a"] == tops["b"] == tops["c"]
+
+
+def test_mma_picture_picks_out_one_lane():
+    form = layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32")
+    svg = render.mma_fragments_svg(form, lane=5)
+    shown = [g for g in _cells(svg) if g.get("opacity") == "1"]
+    assert len(shown) == 8 + 4 + 4 and {g.get("data-lane") for g in shown} == {"5"}
+    assert "a1 = A[9][2..3]" in svg and "b1 = B[10..11][1]" in svg and "c2 = C[9][2]" in svg
+    assert ">a2.1<" in svg
+
+
+def test_row_flow_picks_out_one_row():
+    svg = render.row_flow_svg(2, row=9)
+    # matrix 1 row 1: one arrow from lane 9, four to lanes 4-7, drawn dark over the rest
+    assert svg.count('stroke="#333" stroke-width="2"') == 5
+    assert "matrix 1 row 1: its address from lane 9; it lands in lanes 4-7" in svg
+    # .trans: row 0 is column 0 of the registers, lanes 0, 4, ..., 28
+    assert "it lands in lanes 0, 4, 8, 12, 16, 20, 24, 28" in render.row_flow_svg(1, True, row=0)
+    with pytest.raises(ValueError):
+        render.row_flow_svg(1, row=8)

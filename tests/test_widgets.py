@@ -115,3 +115,69 @@ def test_fragment_map_asks_for_the_values_the_fragment_has():
     f.kind.value = "ldmatrix / stmatrix m8n8"
     f.num.value = 1
     assert f.formula.description == "(row, col) ="
+
+
+def test_lane_player_redraws_its_picture_for_each_step(monkeypatch):
+    """The play button and the slider drive one picture: each step redraws it in place (the
+    picture is an HTML output of its own, so an export without widgets still shows it)."""
+    import IPython.display
+
+    shown, handles = [], []
+
+    class Handle:
+        def __init__(self):
+            self.updates = []
+
+        def update(self, obj):
+            self.updates.append(obj.data)
+
+    def fake_display(obj, *, raw=False, display_id=None):
+        shown.append(obj)
+        if display_id:
+            handles.append(Handle())
+            return handles[-1]
+        return None
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    p = widgets.LanePlayer.movmatrix()
+    assert p.step() is None and "solid arrows" not in p.html()
+    p._ipython_display_()
+    controls, picture = shown
+    assert "application/vnd.jupyter.widget-view+json" in controls
+    assert "JupyterLab" in controls["text/plain"]
+    assert picture.data.startswith("<svg") and picture.data == p.html()
+    p.play.value = 3                       # linked in the browser; here the slider moves too
+    p.slider.value = 3
+    assert handles[0].updates[-1] == p.html() and "lane 3 gives A[0][6]" in p.html()
+    assert "lane 3" in p.caption.value
+
+
+def test_lane_player_steps_rows_and_mma_variants():
+    r = widgets.LanePlayer.rows(num=2, instruction="stmatrix")
+    assert r.slider.max == 15 and r.slider.min == -1
+    r.slider.value = 15
+    assert "matrix 1 row 7: its address from lane 15; it comes from lanes 28-31" in r.html()
+    m = widgets.LanePlayer.mma(lane=2)
+    assert "m16n8k16.row.col.f32.f16.f16.f32" in m.html() and "lane 2: group g = 0" in m.html()
+    m.choice.value = next(k for k in m.options if k.startswith("m16n8k32"))
+    assert "m16n8k32.row.col.s32.s8.s8.s32" in m.html() and "a0 = A[0][8..11]" in m.html()
+
+
+def test_lane_player_picture_survives_a_static_export(tmp_path):
+    """nbconvert's HTML of an executed notebook (no widget state saved) holds the picture."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    nbconvert = pytest.importorskip("nbconvert")
+    from ptxlab.teach import course_notebooks as nt
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("from ptxlab import widgets\n"
+                                          "widgets.LanePlayer.movmatrix(lane=6)")]
+    path = tmp_path / "player.ipynb"
+    nbformat.write(nb, str(path))
+    report = nt.execute(path, cwd=tmp_path, timeout=120)
+    assert report.ok, report.error
+    body, _ = nbconvert.HTMLExporter().from_notebook_node(report.outputs)
+    assert "<svg" in body and "lane 6 gives A[1][4] and A[1][5]" in body

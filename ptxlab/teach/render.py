@@ -18,7 +18,8 @@ from ..model import layouts
 __all__ = [
     "Html", "lane_color", "matrix_html", "fragment_map_html", "lane_registers_html",
     "address_table_html", "registers_html", "smem_rows_html", "bank_table_html", "side_by_side",
-    "legend_html", "escape", "row_flow_svg", "fit", "table_px", "FIT_PX",
+    "legend_html", "escape", "row_flow_svg", "fit", "table_px", "FIT_PX", "movmatrix_svg",
+    "mma_fragments_svg",
 ]
 
 #: A wrong cell: red stripes, a fill no lane has (lane colours are plain and keep clear of
@@ -446,21 +447,32 @@ def id_grid_html(ids: np.ndarray, *, text: np.ndarray | None = None, title: str 
 
 
 def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | None = None,
-                 lane: int | None = None, instruction: str = "ldmatrix",
-                 wrong_lanes: Iterable[int] = (),
+                 lane: int | None = None, row: int | None = None,
+                 instruction: str = "ldmatrix", wrong_lanes: Iterable[int] = (),
                  wrong_targets: dict[int, tuple[int, int]] | None = None) -> Html:
     """Where each shared-memory row goes: the lane that gives its address (left), the row
     (middle), the lanes that receive it (right; for ``stmatrix`` the arrows point the other
-    way). ``lane`` picks one lane: its rows stand out, the rest fade. ``wrong_lanes``: lanes
+    way). ``lane`` picks one lane: its rows stand out, the rest fade; ``row`` picks one row
+    (``8 * matrix + row``) the same way, with its lanes outlined. ``wrong_lanes``: lanes
     whose address is wrong, drawn with a striped box; ``wrong_targets``: for such a lane, the
     (matrix, row) its address points at instead, drawn as a dashed red arrow."""
     frag = layouts.ldmatrix_fragment(num, trans)
     wrong = set(int(x) for x in wrong_lanes)
+    if row is not None and not 0 <= int(row) < 8 * num:
+        raise ValueError(f"row must be 0..{8 * num - 1} for .x{num}, got {row}")
+    # the lanes outlined: the picked lane on both sides, or the lane giving the picked row
+    # (left) and the lanes receiving it (right)
+    outlined_give = {lane} if lane is not None else set()
+    outlined_take = set(outlined_give)
+    if row is not None:
+        outlined_give = {int(row)}
+        outlined_take = set(frag.lanes_holding_row(int(row) // 8, int(row) % 8))
     pitch, box, top = 15, 12, 34
     x_give, x_row, x_recv = 10, 250, 520
     n_rows = 8 * num
     row_pitch = (32 * pitch) / n_rows
-    height = top + 32 * pitch + 10
+    note = _row_flow_note(frag, lane, row, instruction)
+    height = top + 32 * pitch + 10 + (18 if note else 0)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="600" height="{height}" '
            'font-family="sans-serif" font-size="11">',
            '<defs><pattern id="wrong" width="6" height="6" patternUnits="userSpaceOnUse" '
@@ -481,18 +493,25 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
         return top + i * row_pitch + row_pitch / 2
 
     faded = "#e2e2e2"
+    picked = lane is not None or row is not None
+    strong: list[str] = []                        # drawn last, over the faded arrows
     for i in range(n_rows):
         m, r = divmod(i, 8)
         giver = i                                     # lane 8m + r gives row r of matrix m
-        related = lane is None or lane == giver or lane in frag.lanes_holding_row(m, r)
-        colour = lane_color(giver) if related else faded
+        if row is not None:
+            related = i == int(row)
+        else:
+            related = lane is None or lane == giver or lane in frag.lanes_holding_row(m, r)
+        # one row picked out: its arrows dark, so that a pale lane colour still shows
+        colour = ("#333" if picked else lane_color(giver)) if related else faded
         width = 2 if related else 1
-        out.append(f'<line x1="{x_give + 48}" y1="{lane_y(giver)}" x2="{x_row}" '
-                   f'y2="{row_y(i)}" stroke="{colour}" stroke-width="{width}"/>')
+        lines = [f'<line x1="{x_give + 48}" y1="{lane_y(giver)}" x2="{x_row}" '
+                 f'y2="{row_y(i)}" stroke="{colour}" stroke-width="{width}"/>']
         for t in frag.lanes_holding_row(m, r):
-            out.append(f'<line x1="{x_row + 130}" y1="{row_y(i)}" x2="{x_recv}" '
-                       f'y2="{lane_y(t)}" stroke="{colour}" stroke-width="{width}" '
-                       'stroke-opacity="0.8"/>')
+            lines.append(f'<line x1="{x_row + 130}" y1="{row_y(i)}" x2="{x_recv}" '
+                         f'y2="{lane_y(t)}" stroke="{colour}" stroke-width="{width}" '
+                         'stroke-opacity="0.8"/>')
+        (strong if related and picked else out).extend(lines)
         label = f"matrix {m} row {r}"
         if addresses is not None:
             label += f" @ {int(addresses[giver])}"
@@ -500,6 +519,7 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
                    f'height="{row_pitch - 2}" rx="2" fill="{lane_color(giver) if related else "#f4f4f4"}" '
                    f'stroke="#999"><title>{escape(label)}, address from lane {giver}</title></rect>')
         out.append(f'<text x="{x_row + 4}" y="{row_y(i) + 4}">{escape(label)}</text>')
+    out.extend(strong)
     for t, (m, r) in (wrong_targets or {}).items():
         if 0 <= m < num and 0 <= r < 8:
             out.append(f'<line x1="{x_give + 48}" y1="{lane_y(t)}" x2="{x_row}" '
@@ -509,7 +529,7 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
     for t in range(32):
         gives = t < n_rows
         fill = ("url(#wrong)" if t in wrong else lane_color(t)) if gives else "#f4f4f4"
-        stroke = "#b00000" if t in wrong else ("#000" if t == lane else "#999")
+        stroke = "#b00000" if t in wrong else ("#000" if t in outlined_give else "#999")
         out.append(f'<rect x="{x_give}" y="{top + t * pitch}" width="48" height="{box}" rx="2" '
                    f'fill="{fill}" stroke="{stroke}"><title>lane {t}'
                    f'{"" if gives else " (its address is ignored)"}'
@@ -517,7 +537,273 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
         out.append(f'<text x="{x_give + 4}" y="{top + t * pitch + 10}" '
                    f'fill="{"#000" if gives else "#999"}">lane {t}</text>')
         out.append(f'<rect x="{x_recv}" y="{top + t * pitch}" width="48" height="{box}" rx="2" '
-                   f'fill="{lane_color(t)}" stroke="{"#000" if t == lane else "#999"}"/>')
+                   f'fill="{lane_color(t)}" stroke="{"#000" if t in outlined_take else "#999"}"/>')
         out.append(f'<text x="{x_recv + 4}" y="{top + t * pitch + 10}">lane {t}</text>')
+    if note:
+        out.append(_svg_text(x_give, top + 32 * pitch + 20, note, font_weight="600"))
+    out.append("</svg>")
+    return Html("".join(out))
+
+
+def _row_flow_note(frag: layouts.FragmentLayout, lane: int | None, row: int | None,
+                   instruction: str) -> str:
+    """One line saying what the picked row or lane does."""
+    loads = instruction == "ldmatrix"
+    if row is not None:
+        m, r = divmod(int(row), 8)
+        lanes = frag.lanes_holding_row(m, r)
+        return (f"matrix {m} row {r}: its address from lane {int(row)}; "
+                f"{'it lands in' if loads else 'it comes from'} lanes {_lanes_text(lanes)}")
+    if lane is not None:
+        role = layouts.address_role(int(lane), frag.matrices)
+        rows = [f"{m}.{r}" for m in range(frag.matrices) for r in range(8)
+                if int(lane) in frag.lanes_holding_row(m, r)]
+        gives = (f"gives the address of matrix {role[0]} row {role[1]}" if role else
+                 "gives no address (ignored)")
+        return (f"lane {int(lane)} {gives}; {'receives' if loads else 'stores'} part of rows "
+                f"(matrix.row) {', '.join(rows)}")
+    return ""
+
+
+def _lanes_text(lanes: Sequence[int]) -> str:
+    lanes = [int(x) for x in lanes]
+    if len(lanes) > 2 and lanes == list(range(lanes[0], lanes[-1] + 1)):
+        return f"{lanes[0]}-{lanes[-1]}"
+    return ", ".join(str(x) for x in lanes)
+
+
+# ---------------------------------------------------------------------------------------------
+# SVG pictures of whole fragments: movmatrix before/after, the three mma operands side by side
+# ---------------------------------------------------------------------------------------------
+
+_SVG_HEAD = ('<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+             'viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">')
+_ARROW = ('<marker id="{id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" '
+          'markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+          'fill="{colour}"/></marker>')
+_FADED = "0.28"
+
+
+def _svg_text(x: float, y: float, text: str, **attrs) -> str:
+    extra = "".join(f' {k.replace("_", "-")}="{escape(v)}"' for k, v in attrs.items())
+    return f'<text x="{x:g}" y="{y:g}"{extra}>{escape(text)}</text>'
+
+
+def movmatrix_svg(lane: int | None = None, *,
+                  values: tuple[np.ndarray, np.ndarray] | None = None) -> Html:
+    """``movmatrix.sync.aligned.m8n8.trans.b16 d, a`` as two grids of the same fragment: the
+    register ``a`` before (lane ``t`` holds row ``t // 4`` of A) and ``d`` after (the same
+    places now hold Aᵀ). Every element keeps the colour of the lane that held it before, so the
+    transpose shows as colours turning from rows into columns.
+
+    ``lane`` picks one lane: the two elements it gives and the two it receives stand out, with
+    arrows from where each element was to where it lands. ``values``: the registers ``(a, d)``
+    (``(32,)`` uint32 each, from a kernel) to print in the cells instead of ``row,col`` of A.
+    """
+    frag = layouts.movmatrix_fragment()
+    if lane is not None and not 0 <= int(lane) < layouts.WARP_SIZE:
+        raise ValueError(f"lane must be 0..31, got {lane}")
+    cw, ch, head_w, top = 38, 30, 62, 52
+    grid_w = head_w + 8 * cw
+    gap = 110
+    x0 = (5, 5 + grid_w + gap)                       # left edge of the before / after grids
+    lines_below = 3 if lane is not None else 1
+    height = top + 8 * ch + 14 + 16 * lines_below
+    width = 2 * grid_w + gap + 10
+    # element of A held at fragment place (r, c): A[r][c] before, A[c][r] after the move
+    held = {"before": lambda r, c: (r, c), "after": lambda r, c: (c, r)}
+    regs = None if values is None else [np.asarray(v, dtype=np.uint32).reshape(-1)
+                                        for v in values]
+
+    def centre(grid: str, r: int, c: int) -> tuple[float, float]:
+        i = 0 if grid == "before" else 1
+        return x0[i] + head_w + c * cw + cw / 2, top + r * ch + ch / 2
+
+    gives: set[tuple[int, int]] = set()        # places in "before" of the elements lane gives
+    takes: set[tuple[int, int]] = set()        # places in "before" of the elements lane receives
+    if lane is not None:
+        for h in range(2):
+            _, r, c = frag.element(int(lane), 0, h)
+            gives.add((r, c))
+            takes.add((c, r))
+    out = [_SVG_HEAD.format(w=width, h=height),
+           "<defs>" + _ARROW.format(id="mv-give", colour="#000") +
+           _ARROW.format(id="mv-take", colour="#555") + "</defs>"]
+    titles = {"before": "before: register a (lane t holds row t // 4 of A)",
+              "after": "after movmatrix: register d (lane t holds column t // 4 of A)"}
+    for i, grid in enumerate(("before", "after")):
+        gx = x0[i]
+        out.append(_svg_text(gx, 14, titles[grid], font_weight="600"))
+        out.append(_svg_text(gx, 30, "cells: the element of A (row,col) each half holds" if
+                             regs is None else "cells: the 16-bit value each half holds",
+                             fill="#555", font_size="10"))
+        for t in range(4):
+            out.append(_svg_text(gx + head_w + (2 * t + 1) * cw, top - 6, f"t = {t}: lo | hi",
+                                 text_anchor="middle", font_size="10", fill="#555"))
+        for r in range(8):
+            out.append(_svg_text(gx + 2, top + r * ch + ch / 2 + 4, f"lanes {4 * r}-{4 * r + 3}",
+                                 font_size="10", fill="#555"))
+            for c in range(8):
+                owner, _, half = frag.owner(0, r, c)
+                er, ec = held[grid](r, c)
+                giver = frag.owner(0, er, ec)[0]          # the lane that held A[er][ec] before
+                # before: what the lane gives and what it will receive; after: what it
+                # received and where what it gave landed
+                picked = lane is None or (
+                    (grid == "before" and (r, c) in gives | takes) or
+                    (grid == "after" and (owner == int(lane) or (c, r) in gives)))
+                label = (f"{er},{ec}" if regs is None else
+                         str(int(regs[i][owner]) >> (16 * half) & 0xFFFF))
+                x, y = gx + head_w + c * cw, top + r * ch
+                stroke = "#000" if lane is not None and picked else "#999"
+                tip = (f"lane {owner}, {'high' if half else 'low'} half of "
+                       f"{'a' if grid == 'before' else 'd'}: A[{er}][{ec}]"
+                       + (f" (held by lane {giver} before)" if grid == "after" else ""))
+                out.append(
+                    f'<g data-grid="{grid}" data-lane="{owner}" data-half="{half}" '
+                    f'data-row="{r}" data-col="{c}" data-elem="{er},{ec}" '
+                    f'opacity="{1 if picked else _FADED}">'
+                    f'<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="{lane_color(giver)}" '
+                    f'stroke="{stroke}" stroke-width="{2 if stroke == "#000" else 1}">'
+                    f'<title>{escape(tip)}</title></rect>'
+                    + _svg_text(x + cw / 2, y + 13, label, text_anchor="middle")
+                    + _svg_text(x + cw / 2, y + 25, f"L{owner}", text_anchor="middle",
+                                font_size="8", fill="#444")
+                    + "</g>")
+    notes = ["the colour of an element is the lane that held it before: rows of colour "
+             "become columns"]
+    if lane is not None:
+        L = int(lane)
+        for h in range(2):
+            _, r, c = frag.element(L, 0, h)
+            # L gives A[r][c] (before, at (r, c)); it lands at place (c, r) of d
+            (bx, by), (ax, ay) = centre("before", r, c), centre("after", c, r)
+            out.append(f'<line x1="{bx}" y1="{by}" x2="{ax - cw / 2 + 3}" y2="{ay}" '
+                       'stroke="#000" stroke-width="2" marker-end="url(#mv-give)" '
+                       f'data-arrow="gives"><title>lane {L} gives A[{r}][{c}] to lane '
+                       f'{frag.owner(0, c, r)[0]}</title></line>')
+            # L receives, at place (r, c) of d, A[c][r], held before at place (c, r)
+            (bx, by), (ax, ay) = centre("before", c, r), centre("after", r, c)
+            out.append(f'<line x1="{bx}" y1="{by}" x2="{ax - cw / 2 + 3}" y2="{ay}" '
+                       'stroke="#555" stroke-width="2" stroke-dasharray="5,3" '
+                       f'marker-end="url(#mv-take)" data-arrow="receives"><title>lane {L} '
+                       f'receives A[{c}][{r}] from lane {frag.owner(0, c, r)[0]}</title></line>')
+        lo, hi = (frag.element(L, 0, h)[1:] for h in range(2))
+        senders = [frag.owner(0, c, r) for r, c in (lo, hi)]
+        notes.insert(0, f"lane {L} gives A[{lo[0]}][{lo[1]}] and A[{hi[0]}][{hi[1]}] "
+                        "(solid arrows)")
+        notes.insert(1, f"lane {L} receives A[{lo[1]}][{lo[0]}] from lane {senders[0][0]} "
+                        f"({'high' if senders[0][2] else 'low'} half) and A[{hi[1]}][{hi[0]}] "
+                        f"from lane {senders[1][0]} ({'high' if senders[1][2] else 'low'} half) "
+                        "(dashed arrows)")
+    for k, note in enumerate(notes):
+        out.append(_svg_text(5, top + 8 * ch + 16 + 16 * k, note, font_size="11"))
+    out.append("</svg>")
+    return Html("".join(out))
+
+
+def _reg_names(op: str, regs: int) -> str:
+    return f"{op}0" if regs == 1 else f"{op}0-{op}{regs - 1}"
+
+
+def _span(points: list[tuple[int, int]], name: str) -> str:
+    """``A[3][4..5]`` for the elements of one register (consecutive along a row or a column)."""
+    rows = sorted({r for r, _ in points})
+    cols = sorted({c for _, c in points})
+    if len(rows) == 1:
+        cols_text = str(cols[0]) if len(cols) == 1 else f"{cols[0]}..{cols[-1]}"
+        return f"{name}[{rows[0]}][{cols_text}]"
+    if len(cols) == 1:
+        return f"{name}[{rows[0]}..{rows[-1]}][{cols[0]}]"
+    return ", ".join(f"{name}[{r}][{c}]" for r, c in points)
+
+
+def mma_fragments_svg(form: layouts.MmaForm | Sequence[str], lane: int | None = None, *,
+                      budget: int = FIT_PX) -> Html:
+    """The fragments of one ``mma.sync`` variant, A, B and C/D side by side (wrapped to a second
+    row when they do not fit ``budget`` pixels), every cell naming the lane that holds it, in
+    that lane's colour in all three. Thick lines part the registers. ``lane`` picks one lane:
+    its cells show ``register.element`` and a line per operand lists what it holds."""
+    if not isinstance(form, layouts.MmaForm):
+        form = layouts.mma_form(*form)
+    if lane is not None and not 0 <= int(lane) < layouts.WARP_SIZE:
+        raise ValueError(f"lane must be 0..31, got {lane}")
+    cd = "C/D" if form.ctype == form.dtype else "C"
+    panels = [("a", "A", form.a, "m", "k", form.atype), ("b", "B", form.b, "k", "n", form.btype),
+              ("c", cd, form.c, "m", "n", form.ctype)]
+    cw, ch, head_w, head_h, gap = 22, 18, 24, 34, 26
+    # place the panels left to right, a new row when the next one would pass the budget
+    places, x, y, row_h = [], 5, 22, 0
+    for p in panels:
+        lay = p[2]
+        w, h = head_w + lay.cols * cw, head_h + lay.rows * ch
+        if x > 5 and x + w > budget:
+            x, y, row_h = 5, y + row_h + 14, 0
+        places.append((x, y))
+        x, row_h = x + w + gap, max(row_h, h)
+    width = max(px + head_w + p[2].cols * cw for p, (px, _) in zip(panels, places)) + 5
+    notes = 4 if lane is not None else 1
+    height = y + row_h + 8 + 16 * notes
+    out = [_SVG_HEAD.format(w=width, h=height),
+           _svg_text(5, 13, form.ptx, font_weight="600", font_family="monospace")]
+    for (op, name, lay, rl, cl, ty), (px, py) in zip(panels, places):
+        regs = lay.regs
+        out.append(_svg_text(px, py + 10, f"{name} ({lay.rows} x {lay.cols}, {rl} x {cl}), "
+                             f"{ty}: {_reg_names(op, regs)}", font_weight="600"))
+        gx, gy = px + head_w, py + head_h
+        for c in range(lay.cols):
+            if lay.cols <= 16 or c % 4 == 0:
+                out.append(_svg_text(gx + c * cw + cw / 2, gy - 5, str(c), text_anchor="middle",
+                                     font_size="9", fill="#555"))
+        out.append(_svg_text(px, gy - 5, f"{rl}\\{cl}", font_size="9", fill="#555"))
+        owners = lay.owners[0]                          # (rows, cols, 3)
+        for r in range(lay.rows):
+            out.append(_svg_text(gx - 4, gy + r * ch + 13, str(r), text_anchor="end",
+                                 font_size="9", fill="#555"))
+            for c in range(lay.cols):
+                ln, rg, el = (int(v) for v in owners[r, c])
+                picked = lane is None or ln == int(lane)
+                cx, cy = gx + c * cw, gy + r * ch
+                text = str(ln) if lane is None or ln != int(lane) else (
+                    f"{op}{rg}" + (f".{el}" if lay.elems_per_reg > 1 else ""))
+                stroke = "#000" if lane is not None and picked else "#bbb"
+                out.append(
+                    f'<g data-op="{op}" data-lane="{ln}" data-reg="{rg}" data-elem="{el}" '
+                    f'data-row="{r}" data-col="{c}" opacity="{1 if picked else _FADED}">'
+                    f'<rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{lane_color(ln)}" '
+                    f'stroke="{stroke}" stroke-width="{2 if stroke == "#000" else 0.5}">'
+                    f'<title>{escape(f"lane {ln}, {op}{rg}, element {el}: {name}[{r}][{c}]")}'
+                    f'</title></rect>'
+                    + _svg_text(cx + cw / 2, cy + 13, text, text_anchor="middle",
+                                font_size="10" if len(text) <= 3 else "8")
+                    + "</g>")
+        # thick lines where a neighbouring element sits in another register
+        for r in range(lay.rows):
+            for c in range(lay.cols):
+                rg = owners[r, c, 1]
+                if c + 1 < lay.cols and owners[r, c + 1, 1] != rg:
+                    xx = gx + (c + 1) * cw
+                    out.append(f'<line x1="{xx}" y1="{gy + r * ch}" x2="{xx}" '
+                               f'y2="{gy + (r + 1) * ch}" stroke="#333" stroke-width="2"/>')
+                if r + 1 < lay.rows and owners[r + 1, c, 1] != rg:
+                    yy = gy + (r + 1) * ch
+                    out.append(f'<line x1="{gx + c * cw}" y1="{yy}" x2="{gx + (c + 1) * cw}" '
+                               f'y2="{yy}" stroke="#333" stroke-width="2"/>')
+        out.append(f'<rect x="{gx}" y="{gy}" width="{lay.cols * cw}" height="{lay.rows * ch}" '
+                   'fill="none" stroke="#333" stroke-width="2"/>')
+    ny = y + row_h + 18
+    if lane is None:
+        out.append(_svg_text(5, ny, "each cell: the lane holding it (hover: register and "
+                             "element); thick lines part the registers", fill="#555"))
+    else:
+        L = int(lane)
+        out.append(_svg_text(5, ny, f"lane {L}: group g = {L // 4}, t = {L % 4}", font_weight="600"))
+        for k, (op, name, lay, *_rest) in enumerate(panels):
+            parts = []
+            for rg in range(lay.regs):
+                pts = [lay.element(L, rg, e)[1:] for e in range(lay.elems_per_reg)]
+                parts.append(f"{op}{rg} = {_span(pts, name.split('/')[0])}")
+            out.append(_svg_text(5, ny + 16 * (k + 1), "; ".join(parts), font_family="monospace",
+                                 font_size="10"))
     out.append("</svg>")
     return Html("".join(out))

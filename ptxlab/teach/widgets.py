@@ -18,8 +18,8 @@ from ..model import banks, layouts
 from . import render
 from .exercises import tiles
 
-__all__ = ["AddressTable", "FragmentMap", "BankView", "evaluate_formula", "ARRANGEMENTS",
-           "FRAGMENTS"]
+__all__ = ["AddressTable", "FragmentMap", "BankView", "LanePlayer", "evaluate_formula",
+           "ARRANGEMENTS", "FRAGMENTS"]
 
 #: Tile arrangements offered by the address table: name -> (placement for num, fixed num or None,
 #: .trans the arrangement calls for or None).
@@ -566,3 +566,105 @@ class BankView:
     def _ipython_display_(self) -> None:
         from IPython.display import display
         display(self.widget)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stepping a picture through the lanes
+# ---------------------------------------------------------------------------------------------
+
+class LanePlayer:
+    """A picture stepped lane by lane (or row by row) with a play button and a slider.
+
+    The picture is an ordinary HTML output (an SVG), so a notebook saved or exported without
+    its widgets (nbconvert, a reopened file) still shows it, as it was last drawn; the controls
+    are a widget that redraws that output in place. ``draw(step, option)`` returns the picture
+    for one step (``None``: every lane at once); ``options`` (label -> value) adds a drop-down
+    whose value is passed as ``option``.
+    """
+
+    def __init__(self, draw: Callable[[int | None, object], str], *, steps: int = 32,
+                 label: str = "lane", start: int | None = None,
+                 options: dict[str, object] | None = None, option: str | None = None,
+                 interval_ms: int = 900):
+        w = _widgets()
+        self._draw = draw
+        self.label = label
+        self.options = dict(options or {})
+        first = -1 if start is None else int(start)
+        self.play = w.Play(value=first, min=-1, max=steps - 1, step=1, interval=interval_ms,
+                           description=f"step through the {label}s")
+        self.slider = w.IntSlider(value=first, min=-1, max=steps - 1, description=label,
+                                  continuous_update=True, layout=w.Layout(width="360px"))
+        w.jslink((self.play, "value"), (self.slider, "value"))
+        self.caption = w.HTML()
+        self.choice = None
+        row = [self.play, self.slider, self.caption]
+        if self.options:
+            names = list(self.options)
+            self.choice = w.Dropdown(options=names, value=option or names[0],
+                                     layout=w.Layout(width="300px"))
+            self.choice.observe(lambda change: self.refresh(), names="value")
+            row.insert(0, self.choice)
+        self.slider.observe(lambda change: self.refresh(), names="value")
+        self.controls = w.HBox(row, layout=w.Layout(flex_flow="row wrap"))
+        self._handles: list = []
+        self.refresh()
+
+    @classmethod
+    def movmatrix(cls, lane: int | None = None, **kwargs) -> LanePlayer:
+        """movmatrix before and after, one lane's two elements given and received at a time."""
+        return cls(lambda step, _: render.movmatrix_svg(step), start=lane, **kwargs)
+
+    @classmethod
+    def mma(cls, variant: tuple = ("m16n8k16", "f16", "f16", "f32", "f32"),
+            lane: int | None = None, **kwargs) -> LanePlayer:
+        """A, B and C/D of an mma side by side; a drop-down picks any variant of the course."""
+        options = {f"{s} {a}x{b} + {c} -> {d}": (s, a, b, c, d)
+                   for s, a, b, c, d in layouts.MMA_VARIANTS}
+        chosen = next(k for k, v in options.items() if v == tuple(variant))
+        return cls(lambda step, form: render.mma_fragments_svg(form, step), start=lane,
+                   options=options, option=chosen, **kwargs)
+
+    @classmethod
+    def rows(cls, num: int = 4, trans: bool = False, instruction: str = "ldmatrix",
+             row: int | None = None, **kwargs) -> LanePlayer:
+        """An ldmatrix/stmatrix row by row: the lane giving its address, the lanes it lands in."""
+        return cls(lambda step, _: render.row_flow_svg(num, trans, row=step,
+                                                       instruction=instruction),
+                   steps=8 * num, label="row", start=row, **kwargs)
+
+    def step(self) -> int | None:
+        """The step shown (``None``: all at once)."""
+        v = int(self.slider.value)
+        return None if v < 0 else v
+
+    def picture(self) -> str:
+        option = self.options[self.choice.value] if self.choice is not None else None
+        return str(self._draw(self.step(), option))
+
+    def refresh(self) -> None:
+        step = self.step()
+        self.caption.value = (f"<i>all {self.label}s; press play or move the slider</i>"
+                              if step is None else f"<b>{self.label} {step}</b>")
+        self._current = self.picture()
+        for handle in self._handles:
+            handle.update(self._bundle())
+
+    def html(self) -> str:
+        return self._current
+
+    def _bundle(self):
+        from IPython.display import HTML
+
+        return HTML(self._current)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        bundle = self.controls._repr_mimebundle_()
+        bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+        # where widgets do not run (a static export) the controls say so in one line
+        bundle["text/plain"] = (f"({self.label} slider and play button: they run in "
+                                "JupyterLab)")
+        display(bundle, raw=True)
+        self._handles.append(display(self._bundle(), display_id=True))

@@ -25,8 +25,9 @@ if not CHROMIUM.exists():
 
 
 def _pictures() -> dict[str, str]:
-    """Every fragment the course shows (each .num/.trans, each mma operand of every variant),
-    the bank table of a full warp, and shared memory drawn with the widest rows."""
+    """Every fragment the course shows (each .num/.trans, each mma operand of every variant,
+    and the three operands side by side), movmatrix before and after, the row flow, the bank
+    table of a full warp, and shared memory drawn with the widest rows."""
     found = {}
     for num in (1, 2, 4):
         for trans in (False, True):
@@ -45,6 +46,10 @@ def _pictures() -> dict[str, str]:
     found["shared memory, 128-byte rows"] = render.smem_rows_html(smem, 128, {0: [0], 128: [1]})
     found["address table widget"] = widgets.AddressTable("base + lane * stride", num=4,
                                                          stride=128).html()
+    found["movmatrix before/after, lane 5"] = render.movmatrix_svg(5)
+    for variant in layouts.MMA_VARIANTS:
+        found[f"mma fragments {' '.join(variant)}"] = render.mma_fragments_svg(variant, lane=7)
+    found["row flow .x4, row 9"] = render.row_flow_svg(4, row=9)
     return found
 
 
@@ -59,7 +64,7 @@ def test_every_picture_fits_the_notebook_column():
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_content(f"<html><body style='margin:0'>{page_html}</body></html>")
             widths = page.evaluate("""() => Array.from(document.querySelectorAll('section')).map(
-                s => [s.dataset.name, Math.max(...Array.from(s.querySelectorAll('table')).map(
+                s => [s.dataset.name, Math.max(...Array.from(s.querySelectorAll('table, svg')).map(
                     t => t.getBoundingClientRect().right - s.getBoundingClientRect().left))])""")
         finally:
             browser.close()
