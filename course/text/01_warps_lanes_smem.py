@@ -14,7 +14,9 @@
 # Every exercise has a `check` you can run as often as you like, and `.hint()` for a nudge;
 # after the last hint, `.reveal()` shows the solution (your progress notes that you looked).
 #
-# **How your work is graded.** When a class hands these notebooks in, the grader runs your
+# <details><summary><b>How your work is graded</b> (when a class hands these notebooks in)</summary>
+#
+# When a class hands these notebooks in, the grader runs your
 # notebook in a sandbox, then asks it for your *answers*: the values your functions return on
 # inputs the grader picks for that run (new addresses, strides and data every time), your kernel
 # source, your choices. It judges them itself, outside your notebook, and launches your kernels
@@ -24,6 +26,8 @@
 # imports `ptxlab`, `os`, `importlib`, uses `exec`/`eval`/`__import__`/`open`, or `#include`s a
 # file other than the course's instruction headers) is flagged, and a person grades that
 # exercise. The `ex.<exercise>.check(...)` line in an answer cell is fine.
+#
+# </details>
 
 # %%
 import numpy as np
@@ -44,6 +48,8 @@ print(backends.describe())
 # `ptxlab.emulator`, which was checked bit for bit against an H100. The line above says which
 # one you have; every result below says which backend produced it.
 #
+# <details><summary>Which GPU runs which instruction</summary>
+#
 # | instruction | needs |
 # | --- | --- |
 # | `ldmatrix`, `movmatrix` | sm_75 (Turing) or newer |
@@ -52,6 +58,8 @@ print(backends.describe())
 #
 # On an older GPU, a kernel that needs a newer instruction falls back to the CPU model instead
 # of failing.
+#
+# </details>
 
 # %% [markdown]
 # ## Lanes and warps
@@ -220,10 +228,11 @@ ex.launch_132_bug.grade(launch_132_answer)
 # %% [markdown]
 # ## A first look at what comes next
 #
-# Two views you will use in every notebook. The **address table** lists, for each lane, the
+# Two views you will use in every notebook. The **address view** draws, for each lane, the
 # row address it supplies to `ldmatrix` and which lanes receive that row; type a formula to see
-# where yours differs (wrong lanes turn red). The **fragment map** shows which lane holds which
-# element after the load; pick a lane with the slider, hover a cell for details.
+# where yours differs (wrong lanes turn red, lane by lane in the table). The **fragment map**
+# shows which lane holds which element after the load; pick a lane with the slider, hover a
+# cell for details.
 
 # %%
 widgets.AddressTable("base + lane * stride", num=1, stride=16)

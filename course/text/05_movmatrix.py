@@ -32,8 +32,10 @@ print("movmatrix on this GPU:", gpu.status().supports("movmatrix"))
 #
 # Each lane starts with its two elements of an 8x8 matrix A whose element `(r, c)` holds the
 # number `8r + c` (so lane `t` holds `2t` and `2t + 1`), executes `movmatrix` and writes its
-# register out. On the left, the registers before and after; on the right, A with every
-# element coloured by the lane that holds it **after** the move.
+# register out. The picture shows the kernel's registers: on the left `a` before, on the right
+# `d` after, each half in its place of the fragment (lane `t` at row `t // 4`, columns
+# `2(t % 4)` and `2(t % 4) + 1`). Every element keeps the colour of the lane that held it
+# before, so the transpose shows: the rows of colour turn into columns.
 
 # %%
 MOVE = r"""
@@ -51,21 +53,18 @@ a = emulator.matrices_to_fragment(a_ids[None], lay)[:, 0]
 res = launch(MOVE, "transpose_in_registers", args=[a, np.zeros(32, np.uint32)])
 d = res.outputs[1]
 print(f"ran on: {res.device}; equal to the emulator: {np.array_equal(d, emulator.movmatrix(a))}")
-render.side_by_side(
-    render.registers_html(a[:12], title="lanes 0-11: a (hi | lo)"),
-    render.registers_html(d[:12], title="d after movmatrix"),
-    render.matrix_html(a_ids, ex.after_movmatrix(1).owners[0, ..., 0],
-                       title="A, coloured by the lane holding each element after movmatrix"),
-    render.legend_html(range(0, 32, 4)))
+render.movmatrix_svg(values=(a, d))
 
 # %% [markdown]
 # Lane 0 now holds `0` and `8`: the top of column 0. Lane 1 holds `16` and `24`: the next two
 # elements of that column. A group of four lanes now shares a column of A instead of a row.
-# The fragment map shows the same thing from the register side (pick "movmatrix input" to
-# compare, and move the lane slider):
+#
+# Press play (or move the slider) to follow one lane at a time: the two elements it gives
+# (solid arrows, to the lanes that receive them) and the two it receives (dashed arrows, from
+# the lanes that held them).
 
 # %%
-widgets.FragmentMap("movmatrix output", lane=1)
+widgets.LanePlayer.movmatrix(lane=1)
 
 # %% [markdown]
 # ## Exercise 1 · where each element ends up
@@ -107,7 +106,9 @@ for num in (1, 2, 4):
 # %% [markdown]
 # So when the matrix comes from shared memory anyway, `ldmatrix .trans` does in one
 # instruction what `ldmatrix` + `movmatrix` does in two: prefer it. `movmatrix` is for data
-# that is **already in registers** and was not loaded by `ldmatrix`, or is needed both ways:
+# that is **already in registers** and was not loaded by `ldmatrix`, or is needed both ways.
+#
+# <details><summary>When <code>movmatrix</code> is the right tool (and when it cannot be)</summary>
 #
 # * the result of one `mma` feeding the next one as its B operand (below);
 # * a fragment built in registers (computed, converted, or loaded straight from global memory
@@ -116,6 +117,8 @@ for num in (1, 2, 4):
 #
 # `movmatrix` moves 16-bit halves. An f32 accumulator (one element per register) cannot go
 # through it as it is: convert and pack two elements per register first.
+#
+# </details>
 
 # %% [markdown]
 # ## Exercise 2 · who sends it
@@ -123,7 +126,8 @@ for num in (1, 2, 4):
 # A transpose in registers is a shuffle: apart from the diagonal, every element changes lanes. For
 # `movmatrix` on one register, which lane held the element that `lane` receives in half `half`,
 # and in which half? Return `(lane, half)` of the sender. (`reg` is the register number; the
-# element stays in the same register number, so you may not need it.)
+# element stays in the same register number, so you may not need it.) The dashed arrows of
+# the player above draw the answer for one lane at a time.
 
 # %% solution id=sender
 def sender(lane, reg, half):
@@ -175,9 +179,13 @@ print("A2 · (A1 · B1), one movmatrix per register in between:", np.array_equal
 # belongs at `(c0, r0)`, so matrices 1 and 2 **trade places**. That is the store's business:
 # its row addresses decide where each matrix goes.
 #
-# (`stmatrix` needs sm_90. On an older GPU, plain 32-bit stores do the same job: lane `t`
+# <details><summary>Without <code>stmatrix</code> (before sm_90)</summary>
+#
+# `stmatrix` needs sm_90. On an older GPU, plain 32-bit stores do the same job: lane `t`
 # writes its register `i` to row `t // 4`, columns `2(t % 4)` and `2(t % 4) + 1` of the place
-# where block `i` belongs.)
+# where block `i` belongs.
+#
+# </details>
 
 # %%
 widgets.AddressTable("base + (lane % 16) * stride + (lane // 16) * 16", stride=32,
@@ -266,7 +274,11 @@ ex.transpose_kernel.grade(TRANSPOSE, hidden=True)
 # ## Three ways to turn a tile around
 #
 # Every 8x8 block must be transposed exactly once, and the blocks must land at mirrored
-# places. Any one of the three instructions can do the turning:
+# places. Any one of the three instructions can do the turning; for a tile that passes through
+# shared memory, a `.trans` load or store is the cheaper choice, and `movmatrix` earns its
+# place when the data is in registers for another reason, as with the accumulator above.
+#
+# <details><summary>The three ways, instruction by instruction</summary>
 #
 # | load | in registers | store | instructions per 16x16 |
 # | --- | --- | --- | --- |
@@ -275,9 +287,9 @@ ex.transpose_kernel.grade(TRANSPOSE, hidden=True)
 # | `ldmatrix.x4` | – | `stmatrix.x4.trans` (mirrored) | 2 |
 #
 # Two of them cancel (`movmatrix` plus a `.trans` load or store gives back the untransposed
-# blocks). For a tile that passes through shared memory, a `.trans` load or store is the
-# cheaper choice; `movmatrix` earns its place when the data is in registers for another
-# reason, as with the accumulator above.
+# blocks).
+#
+# </details>
 
 # %% [markdown]
 # ## Exercise 5 · spot the bug

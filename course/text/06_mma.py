@@ -54,18 +54,17 @@ ex.variants_html()
 # * **C and D** (16 x 8): with f32 accumulators each lane holds four single floats: `d0, d1`
 #   are row `g`, columns `2t` and `2t + 1`; `d2, d3` the same columns of row `g + 8`.
 #
-# Hover a cell to see its lane, register and element.
+# The picture draws the three fragments side by side, each cell naming the lane that holds it,
+# in that lane's colour in all three; thick lines part the registers. Press play (or move the
+# slider) to follow one lane: its cells name the register and element, and the lines under the
+# picture list what it holds. The drop-down shows the other variants of the course.
 
 # %%
 f32_form = layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32")
-render.side_by_side(
-    render.fragment_map_html(f32_form.a, titles=["A (16x16): lane:reg.half"]),
-    render.fragment_map_html(f32_form.b, titles=["B (16x8): lane:reg.half"], row_label="k",
-                             col_label="n"),
-    render.fragment_map_html(f32_form.d, titles=["C/D f32 (16x8): lane:reg"]))
+widgets.LanePlayer.mma(("m16n8k16", "f16", "f16", "f32", "f32"), lane=5)
 
 # %% [markdown]
-# ### What `.row.col` says
+# <details><summary>What <code>.row.col</code> says, and how B may be stored</summary>
 #
 # `.row` and `.col` name the layouts of A and B: A is "row-major", B "column-major". It is a
 # statement about the **registers**, not about your memory: in A's registers, the two elements
@@ -80,6 +79,8 @@ render.side_by_side(
 #   the stored rows already are B's columns, and a plain `ldmatrix.x2` hands them out right;
 # * stored **K x N** row-major (a row per `k`): `ldmatrix.x2.trans` turns each 8x8 block
 #   around on the way (notebook 3).
+#
+# </details>
 
 # %% [markdown]
 # ## A first live `mma`
@@ -163,20 +164,13 @@ widgets.FragmentMap("mma operand D", mma=("m16n8k16", "f16", "f16", "f32", "f32"
 #
 # A's registers still walk its blocks down, then right; B's registers walk down `k`, and lane
 # `t` starts at `k = (32 // bits) * t`. bf16 has exactly the layout of f16. The accumulators do
-# not change at all: 32-bit C/D has the layout of Exercise 1 in every variant.
+# not change at all: 32-bit C/D has the layout of Exercise 1 in every variant. Below, tf32
+# (`m16n8k8`) and s8 (`m16n8k32`, lane 6 picked out); the player above shows every variant.
 
 # %%
 tf32_form = layouts.mma_form("m16n8k8", "tf32", "tf32", "f32", "f32")
 s8_form = layouts.mma_form("m16n8k32", "s8", "s8", "s32", "s32")
-render.side_by_side(
-    render.fragment_map_html(tf32_form.a, titles=["tf32 A (16x8): lane:reg"]),
-    render.fragment_map_html(tf32_form.b, titles=["tf32 B (8x8): lane:reg"], row_label="k",
-                             col_label="n"),
-    render.fragment_map_html(s8_form.b, titles=["s8 B (32x8): lane:reg.byte"], row_label="k",
-                             col_label="n"))
-
-# %%
-render.fragment_map_html(s8_form.a, titles=["s8 A of m16n8k32 (16x32): lane:reg.byte"])
+render.side_by_side(render.mma_fragments_svg(tf32_form), render.mma_fragments_svg(s8_form, lane=6))
 
 # %% [markdown]
 # ## Exercise 2 · the B fragment for any width
@@ -372,7 +366,11 @@ print("exact sum:", (A[0] @ B[:, 0] + C[0]).tolist())
 #
 # Everything so far used numbers whose sums are exact, so the GPU, the CPU model and numpy all
 # agree. With arbitrary real inputs the tensor core does not give numpy's answer, because it
-# does not round to nearest. Measured on an H100 (`docs/emulator.md`), it takes every product
+# does not round to nearest: an f32 result can be an ulp or more away from numpy's.
+#
+# <details><summary>How the tensor core adds, as measured on an H100</summary>
+#
+# Measured on an H100 (`docs/emulator.md`), it takes every product
 # exactly, aligns the products and C to the largest exponent among them, cuts each term
 # off 25 bits below it (toward zero), adds them all at once, and cuts the sum down to
 # f32, again toward zero. So an f32 result can be an ulp away from the correctly rounded
@@ -380,6 +378,8 @@ print("exact sum:", (A[0] @ B[:, 0] + C[0]).tolist())
 # cut off then matter more). The CPU model computes the same way
 # (`ptxlab.tensorcore`), so what follows is what a GPU gives too; on a GPU, the last line
 # checks exactly that.
+#
+# </details>
 
 # %%
 rng = np.random.default_rng(7)

@@ -127,11 +127,19 @@ ex.padding_choice.grade(padding_answer)
 # %% [markdown]
 # ## Swizzling: move the chunks, not the rows
 #
+# Padding costs shared memory and, with short rows, moves the conflict elsewhere. A
+# **swizzle** keeps the rows packed and permutes the 16-byte chunks *inside* each row instead.
+#
+# <details><summary>What padding costs, measured</summary>
+#
 # Padding costs shared memory (16 bytes a row), every address carries an odd pitch, and with
 # short rows it moves the conflict elsewhere: in the H100 study above, the tile with 64-byte
 # rows padded to 80 bytes needed twice the store wavefronts of the naive one when it was
-# filled with 16-byte stores (128 instead of 64). A **swizzle** keeps the rows packed and
-# permutes the 16-byte chunks *inside* each row instead. The capstone kernels use
+# filled with 16-byte stores (128 instead of 64).
+#
+# </details>
+#
+# The capstone kernels use
 #
 # ```
 # stored slot = chunk ^ (row % 8)          (rows of 8 or more chunks)
@@ -139,8 +147,14 @@ ex.padding_choice.grade(padding_answer)
 #
 # The eight rows of a matrix all read the same logical chunk `c`; XOR with eight different
 # values of `row % 8` sends them to eight different slots, so eight different groups of banks.
+#
+# <details><summary>Why nothing is lost</summary>
+#
 # XOR is its own inverse and only touches the low three bits, so each row's chunks are merely
 # reordered: nothing is lost, and a whole row is still one contiguous 128 bytes.
+#
+# </details>
+#
 #
 # Below: which logical chunk sits in which slot, naive and swizzled. The outlined cells are
 # what matrix 0 of an `ldmatrix` of chunk 0 reads (rows 0-7); red ones share banks.

@@ -29,10 +29,15 @@ print(backends.describe())
 #
 # Each block computes a `BM x BN` tile of C, walking K in steps of `BK` (a **k-tile**). Its
 # warps split the block tile into **warp tiles**; each warp covers its warp tile with m16n8
-# `mma.sync` tiles and keeps all their fp32 accumulators in registers for the whole K loop. On
-# the H100 the measured configuration is 128x256 with 8 warps of 64x64; the same source with a
-# 64x64 tile and 4 warps is what the CPU model runs in seconds. Every number below is derived
-# from the tile parameters (`ptxlab.bench.kernels.GemmConfig`).
+# `mma.sync` tiles and keeps all their fp32 accumulators in registers for the whole K loop.
+# Every number below is derived from the tile parameters (`ptxlab.bench.kernels.GemmConfig`).
+#
+# <details><summary>The two configurations</summary>
+#
+# On the H100 the measured configuration is 128x256 with 8 warps of 64x64; the same source
+# with a 64x64 tile and 4 warps is what the CPU model runs in seconds.
+#
+# </details>
 
 # %%
 capstone.tiling_html(("benchmarked on the H100", GEMM_BEST), ("CPU-model size", GEMM_SMALL))
@@ -112,11 +117,12 @@ capstone.kernel_excerpt("capstone/gemm.cu", "__device__ __forceinline__ void loa
 # A warp keeps `float acc[MT][NT][4]`: `acc[i][j]` is the f32 C fragment of the mma tile in
 # m16 row `i` and n8 column `j` of its warp tile. Write `acc_position(lane, i, j, e)`: the
 # `(row, col)` inside the warp tile of `acc[i][j][e]` of lane `lane`. (The C fragment:
-# `ptxlab.layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32").c`, drawn below.)
+# `ptxlab.layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32").c`, drawn below with A and
+# B, lane 5 picked out: its `c0..c3` are `acc[i][j][0..3]`.)
 
 # %%
 form = layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32")
-render.fragment_map_html(form.c, titles=["C/D f32 (16x8): lane / accumulator e"])
+render.mma_fragments_svg(form, lane=5)
 
 # %% solution id=acc_position
 def acc_position(lane, i, j, e):
@@ -276,9 +282,15 @@ capstone.check_kernels()
 # cuBLAS (`cupy.matmul`), our transpose against a device-to-device copy and
 # `cupy.ascontiguousarray(a.T)`. Without one, it shows the committed H100 report instead and
 # says so. On the H100 the transpose runs at 93-94% of copy bandwidth; the GEMM reaches about
-# 62-66% of cuBLAS and 61-63% of the `mma.sync` ceiling, and the report explains what limits
-# it (register pressure leaves two warps per scheduler, stalled on dependencies and the tensor
-# pipe; shared memory, L2 and DRAM are not the limit, and there are no bank conflicts).
+# 62-66% of cuBLAS and 61-63% of the `mma.sync` ceiling.
+#
+# <details><summary>What limits the GEMM</summary>
+#
+# The report explains it: register pressure leaves two warps per scheduler, stalled on
+# dependencies and the tensor pipe; shared memory, L2 and DRAM are not the limit, and there
+# are no bank conflicts.
+#
+# </details>
 
 # %%
 capstone.performance()
