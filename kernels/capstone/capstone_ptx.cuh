@@ -33,6 +33,13 @@ static __device__ __forceinline__ void cp_async_wait() {
 static __device__ __forceinline__ void block_sync() {
     asm volatile("bar.sync 0;" ::: "memory");
 }
+// The lane index, read from %laneid where it is needed: a value the compiler cannot hoist, so no
+// per-lane address derived from it stays alive in registers across a loop.
+static __device__ __forceinline__ int lane_id() {
+    int r;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
+    return r;
+}
 static __device__ __forceinline__ void warp_sync() {
     asm volatile("bar.warp.sync -1;" ::: "memory");
 }

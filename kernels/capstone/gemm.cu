@@ -8,6 +8,14 @@
 //
 // A is row-major (M x K). B is row-major (K x N) or, with GEMM_B_COL=1, column-major (stored as
 // N x K). M, N, K must be multiples of GEMM_BM, GEMM_BN, GEMM_BK (the host side checks).
+//
+// A block computes the tiles blockIdx.x, blockIdx.x + gridDim.x, ... of C: launched with one
+// block per tile it is an ordinary GEMM; launched with one block per SM it is persistent, and the
+// cp.async ring runs on across tiles, so the next tile's first k-tiles are in flight while the
+// epilogue of this one stores. The staging area of the epilogue is separate from the ring for
+// that reason; with GEMM_EPI_OVERLAP=1 (f16 out) the read-back and global stores of one tile are
+// also spread over the first k-tile of the next, between its mma.sync.
+//
 // The tile configuration is chosen with -D options (defaults below = the configuration picked by
 // measurement on the H100, see notes/capstone_tuning.md); a small configuration (one 64x64 tile,
 // 128 threads) runs the same code on the CPU interpreter.
@@ -41,13 +49,19 @@
 #define GEMM_GROUP_M 8
 #endif
 #ifndef GEMM_MAINLOOP
-#define GEMM_MAINLOOP 2
+#define GEMM_MAINLOOP 2          // 2: fragments and barrier pipelined across k-steps; 0: plain
 #endif
 #ifndef GEMM_SPLIT_COPIES
-#define GEMM_SPLIT_COPIES 0
+#define GEMM_SPLIT_COPIES 0      // 1: a k-tile's cp.async spread over the k-steps of the previous
 #endif
 #ifndef GEMM_MIN_BLOCKS
 #define GEMM_MIN_BLOCKS 1
+#endif
+#ifndef GEMM_EPI_ROWS
+#define GEMM_EPI_ROWS 0          // rows of the warp tile staged at once; 0: all (f16), 16 (f32)
+#endif
+#ifndef GEMM_EPI_OVERLAP
+#define GEMM_EPI_OVERLAP 0       // 1: a tile's stores issue during the next tile's first k-tile
 #endif
 
 namespace gemm {
@@ -70,6 +84,7 @@ constexpr int B_C = GEMM_B_COL ? BK / 8 : BN / 8;
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BK * BN * 2;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int RING_BYTES = STAGES * STAGE_BYTES;
 
 // XOR swizzle of the 16-byte chunk index inside a row of C chunks: the 8 rows one ldmatrix phase
 // reads (same logical chunk, consecutive rows) land in 8 different 16-byte bank groups.
@@ -85,17 +100,31 @@ __device__ __forceinline__ u32 tile_offset(int row, int chunk) {
     return (u32)(row * C + swizzle<C>(row, chunk)) * 16u;
 }
 
-#if GEMM_OUT_F32
-constexpr int EPI_BYTES = (THREADS / 32) * 16 * WTN * 4;   // one m16 slab of f32 per warp
-#else
-constexpr int EPI_BYTES = (THREADS / 32) * WTM * WTN * 2;  // the warp's whole tile in f16
-#endif
-constexpr int SMEM_BYTES = STAGES * STAGE_BYTES > EPI_BYTES ? STAGES * STAGE_BYTES : EPI_BYTES;
+// Epilogue staging, one area per warp after the ring: f16 stages EPI_ROWS rows of the warp tile
+// at a time (the whole tile by default), f32 one m16 slab at a time.
+constexpr int EPI_ROWS = GEMM_OUT_F32 ? 16 : (GEMM_EPI_ROWS ? GEMM_EPI_ROWS : WTM);
+constexpr int EPI_WARP_BYTES = EPI_ROWS * WTN * (GEMM_OUT_F32 ? 4 : 2);
+constexpr int SMEM_BYTES = RING_BYTES + (THREADS / 32) * EPI_WARP_BYTES;
+static_assert(WTM % EPI_ROWS == 0 && EPI_ROWS % 16 == 0, "staged rows");
+static_assert(!GEMM_EPI_OVERLAP || (!GEMM_OUT_F32 && EPI_ROWS == WTM && GEMM_MAINLOOP == 2),
+              "overlapped stores need the whole f16 warp tile staged and the pipelined loop");
+
+// Block tile `tile` -> its first row and column of C. GEMM_GROUP_M tile rows at a time, so that
+// blocks running together share A and B panels in L2.
+__device__ __forceinline__ void tile_origin(int tile, int M, int N, int& m0, int& n0) {
+    const int tiles_m = M / BM, tiles_n = N / BN;
+    const int per_group = GEMM_GROUP_M * tiles_n;
+    const int group = tile / per_group, first_m = group * GEMM_GROUP_M;
+    const int gsize = tiles_m - first_m < GEMM_GROUP_M ? tiles_m - first_m : GEMM_GROUP_M;
+    const int in_group = tile % per_group;
+    m0 = (first_m + in_group % gsize) * BM;
+    n0 = (in_group / gsize) * BN;
+}
 
 // Where this thread's cp.async copies go. Copy i of A moves 16-byte chunk `ch` of tile row
 // row0 + i * (THREADS / A_C); that step is a multiple of 8 rows, so the swizzle of every copy
 // equals that of copy 0 and the whole plan is two pointers, two shared offsets and two strides,
-// computed once (the per-copy index arithmetic would otherwise cost more than the copies).
+// computed once per tile (the per-copy index arithmetic would otherwise cost more than the copies).
 struct CopyPlan {
     const unsigned short* a_src;   // chunk of copy 0 in the current k-tile
     const unsigned short* b_src;
@@ -128,25 +157,11 @@ __device__ __forceinline__ CopyPlan make_copy_plan(const unsigned short* A, cons
     return p;
 }
 
-// Issue the cp.async copies of the plan's current k-tile into ring slot `stage` (no commit),
-// then advance the plan to the next k-tile.
-__device__ __forceinline__ void load_stage(u32 smem, int stage, CopyPlan& p) {
-    const u32 base = smem + stage * STAGE_BYTES;
-#pragma unroll
-    for (int i = 0; i < BM * A_C / THREADS; ++i)
-        cp_async_16(base + p.a_dst + i * A_ROWS_PER_COPY * A_C * 16, p.a_src + i * p.a_step);
-#pragma unroll
-    for (int i = 0; i < B_ROWS * B_C / THREADS; ++i)
-        cp_async_16(base + p.b_dst + i * B_ROWS_PER_COPY * B_C * 16, p.b_src + i * p.b_step);
-    p.a_src += BK;
-    p.b_src += p.b_next;
-}
-static_assert((BM * A_C) % THREADS == 0 && (B_ROWS * B_C) % THREADS == 0, "copy split");
-
-// The same copies as load_stage, split into `parts` groups of about equal size: part `p` issues
-// its share (no commit, no advance). Spreading them over the k-steps of a tile lets the copies
-// and their address arithmetic issue in the gaps between mma.sync instead of all at once.
+// The copies of the plan's current k-tile into ring slot `stage`, split into PARTS groups of
+// about equal size: part `part` issues its share (no commit, no advance). PARTS = 1 issues them
+// all; spreading them over k-steps lets the copies issue in the gaps between mma.sync.
 constexpr int A_COPIES = BM * A_C / THREADS, B_COPIES = B_ROWS * B_C / THREADS;
+static_assert((BM * A_C) % THREADS == 0 && (B_ROWS * B_C) % THREADS == 0, "copy split");
 template <int PARTS>
 __device__ __forceinline__ void load_stage_part(u32 smem, int stage, const CopyPlan& p, int part) {
     const u32 base = smem + stage * STAGE_BYTES;
@@ -165,6 +180,39 @@ __device__ __forceinline__ void advance_plan(CopyPlan& p) {
     p.b_src += p.b_next;
 }
 
+// The producer side of the ring: which k-tile of which block tile it copies next. It runs on
+// from one tile to the next, so the ring never drains between the tiles of a persistent block.
+struct Producer {
+    CopyPlan plan;
+    int tile, kt;
+};
+__device__ __forceinline__ void start_tile(Producer& pr, const unsigned short* A,
+                                           const unsigned short* B, int M, int N, int K, int tid) {
+    int m0, n0;
+    tile_origin(pr.tile, M, N, m0, n0);
+    pr.plan = make_copy_plan(A, B, m0, n0, N, K, tid);
+    pr.kt = 0;
+}
+// Part `part` of PARTS of the copies of the producer's k-tile into slot `stage` (if any is left).
+template <int PARTS>
+__device__ __forceinline__ void produce_part(u32 smem, int stage, const Producer& pr, int tiles,
+                                             int part) {
+    if (pr.tile < tiles) load_stage_part<PARTS>(smem, stage, pr.plan, part);
+}
+// Commit the k-tile's copies as one group (an empty group past the last tile keeps the count
+// cp.async.wait_group relies on) and move to the next k-tile, or the next tile of this block.
+__device__ __forceinline__ void produce_finish(Producer& pr, const unsigned short* A,
+                                               const unsigned short* B, int M, int N, int K,
+                                               int tiles, int KT, int tid) {
+    cp_async_commit();
+    if (pr.tile >= tiles) return;
+    advance_plan(pr.plan);
+    if (++pr.kt == KT) {
+        pr.tile += gridDim.x;
+        if (pr.tile < tiles) start_tile(pr, A, B, M, N, K, tid);
+    }
+}
+
 // ldmatrix the A and B fragments of k-step `ks` of the shared tile at `base`.
 __device__ __forceinline__ void load_fragments(u32 (&af)[MT][4], u32 (&bf)[NT / 2][4], u32 base,
                                                int ks, const u32* a_off, const u32* b_off) {
@@ -180,6 +228,92 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MT][4], u32 (&bf)[NT / 
     }
 }
 
+__device__ __forceinline__ void mma_tile(float (&acc)[MT][NT][4], const u32 (&af)[MT][4],
+                                         const u32 (&bf)[NT / 2][4]) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+            mma_f16_f32(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+}
+
+// ---- epilogue: registers -> stmatrix -> per-warp staging -> 16-byte stores -----------------
+#if GEMM_OUT_F32
+// f32 results go through stmatrix as pairs of b16: one m8n8 matrix holds 8 rows x 4 floats.
+// Register c0 (columns 2t) of a quad fills the "even" matrix, c1 the "odd" one; a staged row
+// of an n8 tile is [even 16 B | odd 16 B] and the read-back interleaves them again.
+__device__ __forceinline__ void epilogue(float (&acc)[MT][NT][4], u32 stage_w, float* Cw, int N,
+                                         int lane) {
+    constexpr int EC = WTN / 4;  // 16-byte chunks per staged row (16 rows per slab)
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        warp_sync();  // every lane has read the previous slab back
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            const u32 r[4] = {float_bits(acc[i][j][0]), float_bits(acc[i][j][1]),
+                              float_bits(acc[i][j][2]), float_bits(acc[i][j][3])};
+            const int row = (lane & 7) + 8 * (lane >> 4), chunk = 2 * j + ((lane >> 3) & 1);
+            stsm_x4(stage_w + tile_offset<EC>(row, chunk), r);
+        }
+        warp_sync();
+#pragma unroll
+        for (int it = 0; it < 16 * NT * 2 / 32; ++it) {
+            const int q = it * 32 + lane, row = q / (2 * NT), j = (q % (2 * NT)) / 2, h = q % 2;
+            u32 e0, e1, o0, o1;
+            ld_shared_v2(e0, e1, stage_w + tile_offset<EC>(row, 2 * j) + 8 * h);
+            ld_shared_v2(o0, o1, stage_w + tile_offset<EC>(row, 2 * j + 1) + 8 * h);
+            const u32 v[4] = {e0, o0, e1, o1};
+            st_global_v4(Cw + (u64)(16 * i + row) * N + 8 * j + 4 * h, v);
+        }
+    }
+}
+#else
+constexpr int EC = WTN / 8;                      // 16-byte chunks per staged row of f16
+constexpr int EPI_ITERS = EPI_ROWS * EC / 32;    // 16-byte pieces per lane per staged block
+static_assert((EPI_ROWS * EC) % 32 == 0, "staged rows split over the lanes");
+static_assert(!GEMM_EPI_OVERLAP || EPI_ITERS % KS == 0, "stores split over the k-steps");
+
+// stmatrix rows 16*i0 .. 16*i0 + EPI_ROWS - 1 of the warp tile into the staging area.
+__device__ __forceinline__ void stage_rows(const float (&acc)[MT][NT][4], u32 stage_w, int i0,
+                                           int lane) {
+#pragma unroll
+    for (int i = i0; i < i0 + EPI_ROWS / 16; ++i) {
+#pragma unroll
+        for (int jj = 0; jj < NT / 2; ++jj) {
+            const u32 r[4] = {pack_f16x2(acc[i][2 * jj][0], acc[i][2 * jj][1]),
+                              pack_f16x2(acc[i][2 * jj][2], acc[i][2 * jj][3]),
+                              pack_f16x2(acc[i][2 * jj + 1][0], acc[i][2 * jj + 1][1]),
+                              pack_f16x2(acc[i][2 * jj + 1][2], acc[i][2 * jj + 1][3])};
+            const int row = 16 * (i - i0) + (lane & 15), chunk = 2 * jj + (lane >> 4);
+            stsm_x4(stage_w + tile_offset<EC>(row, chunk), r);
+        }
+    }
+}
+// Read back pieces [it0, it0 + count) of the staged rows (16 contiguous bytes of a row per lane
+// and piece) and store them to C, whose staged row 0 is at `dst`.
+__device__ __forceinline__ void store_rows(u32 stage_w, unsigned short* dst, int N, int lane,
+                                           int it0, int count) {
+    lane = lane_id();  // read here, so the compiler keeps no per-lane addresses alive for this
+#pragma unroll
+    for (int it = it0; it < it0 + count; ++it) {
+        const int q = it * 32 + lane, row = q / EC, ch = q % EC;
+        u32 v[4];
+        ld_shared_v4(v, stage_w + tile_offset<EC>(row, ch));
+        st_global_v4(dst + (u64)row * N + ch * 8, v);
+    }
+}
+__device__ __forceinline__ void epilogue(const float (&acc)[MT][NT][4], u32 stage_w,
+                                         unsigned short* Cw, int N, int lane) {
+#pragma unroll
+    for (int i0 = 0; i0 < MT; i0 += EPI_ROWS / 16) {
+        warp_sync();  // every lane has read the previous rows back
+        stage_rows(acc, stage_w, i0, lane);
+        warp_sync();
+        store_rows(stage_w, Cw + (u64)16 * i0 * N, N, lane, 0, EPI_ITERS);
+    }
+}
+#endif
+
 }  // namespace gemm
 
 extern "C" __global__ void __launch_bounds__(gemm::THREADS, GEMM_MIN_BLOCKS)
@@ -190,15 +324,8 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
     const u32 smem = smem_addr(smem_raw);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-
-    // Block -> (tile row, tile column), GEMM_GROUP_M tile rows at a time so that blocks running
-    // together share A and B panels in L2.
-    const int tiles_m = M / BM, tiles_n = N / BN;
-    const int per_group = GEMM_GROUP_M * tiles_n;
-    const int group = blockIdx.x / per_group, first_m = group * GEMM_GROUP_M;
-    const int gsize = tiles_m - first_m < GEMM_GROUP_M ? tiles_m - first_m : GEMM_GROUP_M;
-    const int in_group = blockIdx.x % per_group;
-    const int m0 = (first_m + in_group % gsize) * BM, n0 = (in_group / gsize) * BN;
+    const int tiles = (M / BM) * (N / BN), KT = K / BK;
+    const u32 stage_w = smem + RING_BYTES + warp * EPI_WARP_BYTES;
 
     // Per-lane ldmatrix offsets (bytes inside a stage). The swizzle depends only on row bits that
     // the tile loops below do not change, so it is folded here once.
@@ -234,163 +361,109 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-    const int KT = K / BK;
-    CopyPlan plan = make_copy_plan(A, B, m0, n0, N, K, tid);
+    Producer pr;
+    pr.tile = blockIdx.x;
+    if (pr.tile < tiles) start_tile(pr, A, B, M, N, K, tid);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) load_stage(smem, s, plan);
-        cp_async_commit();
+        produce_part<1>(smem, s, pr, tiles, 0);
+        produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
     }
+#if GEMM_OUT_F32
+    float* Cout = reinterpret_cast<float*>(C);
+#else
+    unsigned short* Cout = reinterpret_cast<unsigned short*>(C);
+#endif
+#if GEMM_EPI_OVERLAP
+    u32 pending = ~0u;  // element offset in C of the previous tile's staged warp tile (none: ~0)
+#endif
 
 #if GEMM_MAINLOOP == 2
     // Main loop with the barrier inside the tile: the fragments of k-step ks+1 are loaded while
-    // the mma of k-step ks run (two register sets), and that includes the step across the tile
-    // boundary. Before the mma of the last k-step of tile kt, whose fragments are already in
-    // registers, the block waits for tile kt+1 and synchronises once; then every warp starts the
-    // ldmatrix of tile kt+1 and issues the last k-step's mma while those loads are in flight, so
-    // neither the barrier nor the ldmatrix latency leaves the tensor pipe idle. The barrier also
-    // tells every warp that all ldmatrix of tile kt are done, so tile kt's ring slot is refilled
-    // (with tile kt+STAGES) right after it, spread over the k-steps of the next tile.
+    // the mma of k-step ks run (two register sets), and that includes the step across the k-tile
+    // boundary (and across block tiles). Before the mma of the last k-step of k-tile kt, whose
+    // fragments are already in registers, the block waits for k-tile kt+1 and synchronises once;
+    // then every warp starts the ldmatrix of k-tile kt+1 and issues the last k-step's mma while
+    // those loads are in flight, so neither the barrier nor the ldmatrix latency leaves the tensor
+    // pipe idle. The barrier also tells every warp that all ldmatrix of k-tile kt are done, so
+    // its ring slot is refilled (with k-tile kt+STAGES) right after it.
     static_assert(KS % 2 == 0, "the fragment set alternates per k-step across tiles");
     cp_async_wait<STAGES - 2>();
-    block_sync();  // tile 0 is in shared memory
+    block_sync();  // k-tile 0 is in shared memory
     u32 af[2][MT][4], bf[2][NT / 2][4];
     int read_stage = 0, write_stage = STAGES - 1;
     u32 base = smem;
     load_fragments(af[0], bf[0], base, 0, a_off, b_off);
-    for (int kt = 0; kt < KT; ++kt) {
-        const bool refill = kt + STAGES - 1 < KT;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const bool last_tile = tile + (int)gridDim.x >= tiles;
+        for (int kt = 0; kt < KT; ++kt) {
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            if (ks == KS - 1) {
-                cp_async_wait<STAGES - 2>();
-                block_sync();  // tile kt+1 has landed; every warp is done reading tile kt
-                read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-                base = smem + read_stage * STAGE_BYTES;
-            }
-            if (ks < KS - 1 || kt + 1 < KT)
-                load_fragments(af[(ks + 1) % 2], bf[(ks + 1) % 2], base, (ks + 1) % KS, a_off,
-                               b_off);
-#if GEMM_SPLIT_COPIES
-            if (ks < KS - 1) {
-                if (refill) load_stage_part<KS - 1>(smem, write_stage, plan, ks);
-                if (ks == KS - 2) {
-                    cp_async_commit();
-                    advance_plan(plan);
+            for (int ks = 0; ks < KS; ++ks) {
+                if (ks == KS - 1) {
+                    cp_async_wait<STAGES - 2>();
+                    block_sync();  // k-tile kt+1 has landed; every warp is done reading k-tile kt
+                    read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+                    base = smem + read_stage * STAGE_BYTES;
                 }
-            }
+                if (ks < KS - 1 || kt + 1 < KT || !last_tile)
+                    load_fragments(af[(ks + 1) % 2], bf[(ks + 1) % 2], base, (ks + 1) % KS, a_off,
+                                   b_off);
+#if GEMM_SPLIT_COPIES
+                if (ks < KS - 1) produce_part<KS - 1>(smem, write_stage, pr, tiles, ks);
+                if (ks == KS - 2) produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
 #else
-            if (ks == 0) {
-                if (refill) load_stage(smem, write_stage, plan);
-                cp_async_commit();
-            }
+                if (ks == 0) {
+                    produce_part<1>(smem, write_stage, pr, tiles, 0);
+                    produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
+                }
 #endif
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int j = 0; j < NT; ++j)
-                    mma_f16_f32(acc[i][j], af[ks % 2][i], bf[ks % 2][j / 2][2 * (j % 2)],
-                                bf[ks % 2][j / 2][2 * (j % 2) + 1]);
+#if GEMM_EPI_OVERLAP
+                if (kt == 0 && pending != ~0u)
+                    store_rows(stage_w, Cout + pending, N, lane, ks * EPI_ITERS / KS,
+                               EPI_ITERS / KS);
+#endif
+                mma_tile(acc, af[ks % 2], bf[ks % 2]);
+            }
+            write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
         }
-        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
-    }
 #else
     int read_stage = 0, write_stage = STAGES - 1;
-    for (int kt = 0; kt < KT; ++kt) {
-        cp_async_wait<STAGES - 2>();
-        block_sync();  // tile kt is in shared memory, and every warp is done with tile kt-1
-        if (kt + STAGES - 1 < KT) load_stage(smem, write_stage, plan);
-        cp_async_commit();
-
-        const u32 base = smem + read_stage * STAGE_BYTES;
-#if GEMM_MAINLOOP == 1
-        // Fragments of k-step ks+1 are loaded while the mma of k-step ks run (two register sets).
-        u32 af[2][MT][4], bf[2][NT / 2][4];
-        load_fragments(af[0], bf[0], base, 0, a_off, b_off);
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int kt = 0; kt < KT; ++kt) {
+            cp_async_wait<STAGES - 2>();
+            block_sync();  // k-tile kt is in shared memory, and every warp is done with kt-1
+            produce_part<1>(smem, write_stage, pr, tiles, 0);  // k-tile kt + STAGES - 1
+            produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
+            const u32 base = smem + read_stage * STAGE_BYTES;
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            if (ks + 1 < KS) load_fragments(af[(ks + 1) % 2], bf[(ks + 1) % 2], base, ks + 1, a_off, b_off);
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int j = 0; j < NT; ++j)
-                    mma_f16_f32(acc[i][j], af[ks % 2][i], bf[ks % 2][j / 2][2 * (j % 2)],
-                                bf[ks % 2][j / 2][2 * (j % 2) + 1]);
+            for (int ks = 0; ks < KS; ++ks) {
+                u32 af[MT][4], bf[NT / 2][4];
+                load_fragments(af, bf, base, ks, a_off, b_off);
+                mma_tile(acc, af, bf);
+            }
+            read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+            write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
         }
+#endif
+        // ---- this tile's epilogue; the ring keeps filling for the next tile meanwhile ----
+        int m0, n0;
+        tile_origin(tile, M, N, m0, n0);
+        const u64 origin = (u64)(m0 + wm * WTM) * N + n0 + wn * WTN;
+#if GEMM_EPI_OVERLAP
+        warp_sync();  // the previous tile's rows were all read back (in k-tile 0 of this one)
+        stage_rows(acc, stage_w, 0, lane);
+        warp_sync();
+        pending = (u32)origin;
+        if (tile + (int)gridDim.x >= tiles) store_rows(stage_w, Cout + origin, N, lane, 0, EPI_ITERS);
 #else
-        // One register set; ptxas schedules the ldmatrix of a k-step among earlier mma.
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            u32 af[MT][4], bf[NT / 2][4];
-            load_fragments(af, bf, base, ks, a_off, b_off);
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int j = 0; j < NT; ++j)
-                    mma_f16_f32(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
-        }
+        epilogue(acc, stage_w, Cout + origin, N, lane);
 #endif
-        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
     }
-
-#endif
-
-    // ---- epilogue: registers -> stmatrix -> per-warp staging tile -> 16-byte stores ----------
     cp_async_wait<0>();
-    block_sync();  // the ring is free: every warp has finished its last ldmatrix
-    const int row0 = m0 + wm * WTM, col0 = n0 + wn * WTN;
-#if GEMM_OUT_F32
-    // f32 results go through stmatrix as pairs of b16: one m8n8 matrix holds 8 rows x 4 floats.
-    // Register c0 (columns 2t) of a quad fills the "even" matrix, c1 the "odd" one; a staged row
-    // of an n8 tile is [even 16 B | odd 16 B] and the read-back interleaves them again.
-    constexpr int EC = WTN / 4;  // 16-byte chunks per staged row (16 rows per slab)
-    const u32 stage_w = smem + warp * 16 * WTN * 4;
-    float* Cf = reinterpret_cast<float*>(C);
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            const u32 r[4] = {float_bits(acc[i][j][0]), float_bits(acc[i][j][1]),
-                              float_bits(acc[i][j][2]), float_bits(acc[i][j][3])};
-            const int row = (lane & 7) + 8 * (lane >> 4), chunk = 2 * j + ((lane >> 3) & 1);
-            stsm_x4(stage_w + tile_offset<EC>(row, chunk), r);
-        }
-        warp_sync();
-#pragma unroll
-        for (int it = 0; it < 16 * NT * 2 / 32; ++it) {
-            const int q = it * 32 + lane, row = q / (2 * NT), j = (q % (2 * NT)) / 2, h = q % 2;
-            u32 e0, e1, o0, o1;
-            ld_shared_v2(e0, e1, stage_w + tile_offset<EC>(row, 2 * j) + 8 * h);
-            ld_shared_v2(o0, o1, stage_w + tile_offset<EC>(row, 2 * j + 1) + 8 * h);
-            const u32 v[4] = {e0, o0, e1, o1};
-            st_global_v4(Cf + (u64)(row0 + 16 * i + row) * N + col0 + 8 * j + 4 * h, v);
-        }
-        warp_sync();
-    }
-#else
-    constexpr int EC = WTN / 8;  // 16-byte chunks per staged row of f16
-    const u32 stage_w = smem + warp * WTM * WTN * 2;
-    unsigned short* Ch = reinterpret_cast<unsigned short*>(C);
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-        for (int jj = 0; jj < NT / 2; ++jj) {
-            const u32 r[4] = {pack_f16x2(acc[i][2 * jj][0], acc[i][2 * jj][1]),
-                              pack_f16x2(acc[i][2 * jj][2], acc[i][2 * jj][3]),
-                              pack_f16x2(acc[i][2 * jj + 1][0], acc[i][2 * jj + 1][1]),
-                              pack_f16x2(acc[i][2 * jj + 1][2], acc[i][2 * jj + 1][3])};
-            const int row = 16 * i + (lane & 15), chunk = 2 * jj + (lane >> 4);
-            stsm_x4(stage_w + tile_offset<EC>(row, chunk), r);
-        }
-    }
-    warp_sync();
-#pragma unroll
-    for (int it = 0; it < WTM * EC / 32; ++it) {
-        const int q = it * 32 + lane, row = q / EC, ch = q % EC;
-        u32 v[4];
-        ld_shared_v4(v, stage_w + tile_offset<EC>(row, ch));
-        st_global_v4(Ch + (u64)(row0 + row) * N + col0 + ch * 8, v);
-    }
-#endif
 }

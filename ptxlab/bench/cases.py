@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..run.backends import KernelCase
-from .kernels import GEMM_SMALL, TRANSPOSE_SMALL, GemmConfig, TransposeConfig
+from .kernels import GEMM_CANDIDATES, GEMM_SMALL, TRANSPOSE_SMALL, GemmConfig, TransposeConfig
 
 #: Bits written into every output element before a launch; a kernel that skips one is caught.
 POISON_F16 = 0x7E00        # fp16 NaN
@@ -20,14 +20,18 @@ def _fp16_bits(rng: np.random.Generator, shape) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float16).view(np.uint16)
 
 
-def gemm_case(rng: np.random.Generator, cfg: GemmConfig, m: int, n: int, k: int) -> KernelCase:
+def gemm_case(rng: np.random.Generator, cfg: GemmConfig, m: int, n: int, k: int,
+              sms: int | None = None) -> KernelCase:
+    """``cfg`` at ``m x n x k``; a persistent ``cfg`` gets ``sms`` blocks (or one per tile)."""
     cfg.check_shape(m, n, k)
     a = _fp16_bits(rng, (m, k))
     b = _fp16_bits(rng, (n, k) if cfg.b_col else (k, n))
     c = (np.full((m, n), POISON_F32, dtype=np.uint32) if cfg.out_f32
          else np.full((m, n), POISON_F16, dtype=np.uint16))
-    return KernelCase(name=f"capstone GEMM {m}x{n}x{k} {cfg.label} ({cfg.variant})",
-                      source=cfg.source(), kernel=cfg.kernel_name, grid=cfg.grid(m, n),
+    grid = cfg.grid(m, n, sms)
+    return KernelCase(name=f"capstone GEMM {m}x{n}x{k} {cfg.label} ({cfg.variant}) "
+                           f"{grid[0]} blocks",
+                      source=cfg.source(), kernel=cfg.kernel_name, grid=grid,
                       block=(cfg.threads,), args=[a, b, c, np.int32(m), np.int32(n), np.int32(k)],
                       shared_mem=cfg.smem_bytes, compare=(2,))
 
@@ -59,6 +63,39 @@ def kernel_cases(rng: np.random.Generator, small: bool = True) -> list[KernelCas
         cfg = TransposeConfig(**{**TRANSPOSE_SMALL.as_dict(), "movmatrix": movmatrix})
         cases.append(transpose_case(rng, cfg, rows, cols))
     return cases
+
+
+def candidate_configs() -> list[GemmConfig]:
+    """Every GEMM configuration the benchmark can pick: :data:`GEMM_CANDIDATES`, and the B
+    column-major and f32-output forms of the first two (the plain and the persistent kernel)."""
+    first, second = GEMM_CANDIDATES[:2]
+    return list(GEMM_CANDIDATES) + [c.replace(**v) for c in (first, second)
+                                    for v in ({"b_col": True}, {"out_f32": True})]
+
+
+def candidate_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """:func:`candidate_configs` at their own tile sizes on the smallest problem that takes
+    each through a k-tile boundary: one tile and two k-tiles, or, persistent, one block that
+    computes two tiles of one k-tile each (its ring runs from the first tile into the second).
+    The ring's wrap-around and every option on bigger grids are in :func:`feature_cases`."""
+    out = []
+    for cfg in candidate_configs():
+        if cfg.persistent:
+            out.append(gemm_case(rng, cfg, 2 * cfg.bm, cfg.bn, cfg.bk, sms=1))
+        else:
+            out.append(gemm_case(rng, cfg, cfg.bm, cfg.bn, 2 * cfg.bk))
+    return out
+
+
+def feature_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """The small 128-thread GEMM with each kernel option on (plain loop, split copies,
+    persistent blocks, staged rows, overlapped stores), over 2x2 tiles and 4 k-tiles, with
+    fewer blocks than tiles where persistent."""
+    opts = [{"mainloop": 0}, {"split_copies": True}, {"persistent": True},
+            {"persistent": True, "epi_rows": 16}, {"persistent": True, "epi_overlap": True},
+            {"persistent": True, "epi_overlap": True, "split_copies": True, "b_col": True},
+            {"persistent": True, "out_f32": True, "mainloop": 0, "b_col": True}]
+    return [gemm_case(rng, GEMM_SMALL.replace(**o), 128, 128, 128, sms=3) for o in opts]
 
 
 def reference_output(case: KernelCase) -> np.ndarray:

@@ -29,7 +29,11 @@ class GemmConfig:
     stages: int = 3
     group_m: int = 8
     min_blocks: int = 1
-    frag_pipe: bool = False   # double-buffer ldmatrix fragments across k-steps
+    mainloop: int = 2          # 2: fragments and barrier pipelined across k-steps; 0: plain loop
+    split_copies: bool = False  # a k-tile's cp.async spread over the k-steps before it is needed
+    persistent: bool = False  # one block per SM (x min_blocks) looping over tiles
+    epi_rows: int = 0         # warp-tile rows staged at once in the f16 epilogue (0: all)
+    epi_overlap: bool = False  # a tile's stores issue during the next tile's first k-tile
     b_col: bool = False       # B stored column-major (N x K) instead of row-major (K x N)
     out_f32: bool = False     # C in fp32 instead of fp16
 
@@ -40,20 +44,27 @@ class GemmConfig:
         return 32 * self.warps_m * self.warps_n
 
     @property
+    def ring_bytes(self) -> int:
+        """The cp.async ring: ``stages`` k-tiles of A and B."""
+        return self.stages * (self.bm * self.bk + self.bk * self.bn) * 2
+
+    @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory: the cp.async ring, or the epilogue staging if larger."""
-        ring = self.stages * (self.bm * self.bk + self.bk * self.bn) * 2
+        """Dynamic shared memory: the ring, then each warp's epilogue staging area."""
         wtm, wtn = self.bm // self.warps_m, self.bn // self.warps_n
-        warps = self.warps_m * self.warps_n
-        epilogue = warps * (16 * wtn * 4 if self.out_f32 else wtm * wtn * 2)
-        return max(ring, epilogue)
+        rows = 16 if self.out_f32 else (self.epi_rows or wtm)
+        staging = self.warps_m * self.warps_n * rows * wtn * (4 if self.out_f32 else 2)
+        return self.ring_bytes + staging
 
     @property
     def label(self) -> str:
+        extra = [f"g{self.group_m}" if self.group_m != 8 else "",
+                 f"mb{self.min_blocks}" if self.min_blocks != 1 else "",
+                 "plain" if self.mainloop != 2 else "", "sc" if self.split_copies else "",
+                 "p" if self.persistent else "", f"e{self.epi_rows}" if self.epi_rows else "",
+                 "eo" if self.epi_overlap else ""]
         return (f"{self.bm}x{self.bn}x{self.bk} w{self.warps_m}x{self.warps_n} s{self.stages}"
-                f"{' g' + str(self.group_m) if self.group_m != 8 else ''}"
-                f"{' mb' + str(self.min_blocks) if self.min_blocks != 1 else ''}"
-                f"{' fp' if self.frag_pipe else ''}")
+                + "".join(" " + e for e in extra if e))
 
     @property
     def variant(self) -> str:
@@ -65,8 +76,9 @@ class GemmConfig:
         return {"GEMM_BM": self.bm, "GEMM_BN": self.bn, "GEMM_BK": self.bk,
                 "GEMM_WARPS_M": self.warps_m, "GEMM_WARPS_N": self.warps_n,
                 "GEMM_STAGES": self.stages, "GEMM_GROUP_M": self.group_m,
-                "GEMM_MIN_BLOCKS": self.min_blocks, "GEMM_FRAG_PIPE": int(self.frag_pipe),
-                "GEMM_B_COL": int(self.b_col),
+                "GEMM_MIN_BLOCKS": self.min_blocks, "GEMM_MAINLOOP": self.mainloop,
+                "GEMM_SPLIT_COPIES": int(self.split_copies), "GEMM_EPI_ROWS": self.epi_rows,
+                "GEMM_EPI_OVERLAP": int(self.epi_overlap), "GEMM_B_COL": int(self.b_col),
                 "GEMM_OUT_F32": int(self.out_f32)}
 
     def source(self) -> str:
@@ -78,8 +90,16 @@ class GemmConfig:
         if bad:
             raise ValueError(f"GEMM tile {self.label}: " + "; ".join(bad))
 
-    def grid(self, m: int, n: int) -> tuple[int]:
-        return ((m // self.bm) * (n // self.bn),)
+    def grid(self, m: int, n: int, sms: int | None = None) -> tuple[int]:
+        """One block per tile; persistent: ``min_blocks`` per SM (``sms`` of them), at most one
+        per tile (without ``sms``, one per tile as well)."""
+        tiles = (m // self.bm) * (n // self.bn)
+        if self.persistent and sms:
+            return (min(tiles, sms * self.min_blocks),)
+        return (tiles,)
+
+    def replace(self, **changes) -> "GemmConfig":
+        return GemmConfig(**{**self.as_dict(), **changes})
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -89,6 +109,22 @@ class GemmConfig:
 GEMM_BEST = GemmConfig()
 #: One 64x64 tile, 128 threads: the same kernel at a size the CPU interpreter runs in seconds.
 GEMM_SMALL = GemmConfig(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=2)
+
+#: Every configuration the tile sweep (``python -m ptxlab.bench.tune``) measures, and so every one
+#: ``GEMM_BEST`` can become; CI runs each on the CPU model (tests/test_capstone.py).
+GEMM_CANDIDATES = (
+    GEMM_BEST,
+    GEMM_BEST.replace(persistent=True),
+    GEMM_BEST.replace(persistent=True, epi_overlap=True),
+    GEMM_BEST.replace(persistent=True, epi_overlap=True, split_copies=True),
+    GEMM_BEST.replace(persistent=True, stages=4, epi_rows=16),
+    GEMM_BEST.replace(persistent=True, bk=32, stages=6, epi_overlap=True),
+    GEMM_BEST.replace(persistent=True, bk=32, stages=4, epi_overlap=True),
+    GEMM_BEST.replace(persistent=True, bk=128, stages=2, epi_rows=16),
+    GEMM_BEST.replace(persistent=True, bm=256, bn=128, warps_m=4, warps_n=2, epi_overlap=True),
+    GEMM_BEST.replace(persistent=True, bn=128, warps_n=2, min_blocks=2, epi_rows=16),
+    GEMM_BEST.replace(persistent=True, epi_overlap=True, group_m=16),
+)
 
 
 @dataclass(frozen=True)

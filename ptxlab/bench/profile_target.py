@@ -1,7 +1,9 @@
-"""A program for Nsight Compute to profile: launch one capstone GEMM configuration a few times.
+"""A program for Nsight Compute to profile: launch one GEMM configuration once.
 
 ``python -m ptxlab.bench.profile_target SIZE KEY=VALUE ...`` (keys of GemmConfig), e.g.
-``ncu --launch-skip 2 --launch-count 1 python -m ptxlab.bench.profile_target 4096 bk=64 stages=3``.
+``ncu --kernel-name gemm_f16 --launch-count 1 python -m ptxlab.bench.profile_target 4096 bk=64``;
+``--peer SIZE KEY=VALUE ...`` (keys of ``cutlass_peer.PeerConfig``) launches CUTLASS's GEMM
+instead, before anything else runs on the GPU, so that its first launch is the one profiled.
 """
 from __future__ import annotations
 
@@ -10,16 +12,45 @@ import sys
 from .kernels import GemmConfig
 
 
-def main(argv: list[str]) -> int:
-    size = int(argv[0])
-    fields = GemmConfig().as_dict()
+def _params(cls, items: list[str]) -> dict:
+    fields = cls().as_dict()
     params = {}
-    for item in argv[1:]:
+    for item in items:
         key, value = item.split("=", 1)
-        params[key] = type(fields[key])(int(value)) if key in fields else value
+        if key not in fields:
+            raise SystemExit(f"unknown parameter {key!r} (known: {', '.join(fields)})")
+        params[key] = type(fields[key])(int(value))
+    return params
+
+
+def _peer(size: int, items: list[str]) -> int:
+    from . import cutlass_peer
+    from .runs import _gemm_operands, cupy_module
+
+    cfg = cutlass_peer.PeerConfig(**_params(cutlass_peer.PeerConfig, items))
+    lib = cutlass_peer.build([cfg])[cfg]
+    if isinstance(lib, str):
+        print(f"CUTLASS peer {cfg.label}: {lib}", file=sys.stderr)
+        return 2
+    kernel = cutlass_peer.PeerKernel(cfg, lib)
+    cp = cupy_module()
+    a, b = _gemm_operands(cp, size, size, size, cfg.b_col, 0)
+    c = cp.empty((size, size), dtype=cp.float16)
+    kernel(a.data.ptr, b.data.ptr, c.data.ptr, size, size, size,
+           cp.cuda.get_current_stream().ptr)
+    cp.cuda.Device().synchronize()
+    print({"config": cfg.label, "variant": cfg.variant})
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--peer":
+        return _peer(int(argv[1]), argv[2:])
+    size = int(argv[0])
     from .runs import gemm_run
 
-    rec = gemm_run(GemmConfig(**params), size, size, size, sets=1, time_it=False)
+    rec = gemm_run(GemmConfig(**_params(GemmConfig, argv[1:])), size, size, size, sets=1,
+                   time_it=False)
     print({k: rec[k] for k in ("config", "variant", "rel_error_vs_fp32", "correct")})
     return 0 if rec["correct"] else 1
 

@@ -121,10 +121,11 @@ def _gemm_operands(cp, m: int, n: int, k: int, b_col: bool, seed: int):
 
 def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0,
              time_it: bool = True) -> dict:
-    """Check one GEMM configuration against cuBLAS at ``m x n x k``, then time it."""
+    """Check one GEMM configuration against an fp32 product at ``m x n x k``, then time it."""
     cp = cupy_module()
     cfg.check_shape(m, n, k)
     kern = compile_kernel(cfg.source(), cfg.kernel_name)
+    grid = cfg.grid(m, n, device_info()["multiprocessors"])
     out_dtype = cp.float32 if cfg.out_f32 else cp.float16
     bufs = []
     for s in range(sets):
@@ -133,8 +134,8 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
 
     def call(i: int) -> None:
         a, b, c = bufs[i]
-        _launch(kern, cfg.grid(m, n), (cfg.threads,), (a, b, c, np.int32(m), np.int32(n),
-                                                        np.int32(k)), cfg.smem_bytes)
+        _launch(kern, grid, (cfg.threads,), (a, b, c, np.int32(m), np.int32(n), np.int32(k)),
+                cfg.smem_bytes)
 
     a, b, c = bufs[0]
     c.fill(cp.nan)
@@ -143,7 +144,7 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
     b_kn = b.T if cfg.b_col else b
     ref32 = cp.matmul(a.astype(cp.float32), b_kn.astype(cp.float32))
     rec = {"kernel": "gemm", "config": cfg.label, "variant": cfg.variant, "m": m, "n": n, "k": k,
-           "params": cfg.as_dict(), "smem_bytes": cfg.smem_bytes,
+           "params": cfg.as_dict(), "smem_bytes": cfg.smem_bytes, "grid": grid[0],
            "rel_error_vs_fp32": _rel_error(c, ref32)}
     if not cfg.out_f32:
         rec["rel_error_vs_cublas_f16"] = _rel_error(c, cp.matmul(a, b_kn))
@@ -156,6 +157,83 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
         rec.update(t.as_dict())
         rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
     return rec
+
+
+def peer_run(kernel, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0) -> dict:
+    """CUTLASS's GEMM (a :class:`.cutlass_peer.PeerKernel`): checked and timed as ``gemm_run``
+    checks and times ours, on the same operands."""
+    cp = cupy_module()
+    cfg = kernel.cfg
+    cfg.check_shape(m, n, k)
+    bufs = []
+    for s in range(sets):
+        a, b = _gemm_operands(cp, m, n, k, cfg.b_col, seed + s)
+        bufs.append((a, b, cp.empty((m, n), dtype=cp.float16)))
+
+    def call(i: int) -> None:
+        a, b, c = bufs[i]
+        kernel(a.data.ptr, b.data.ptr, c.data.ptr, m, n, k, cp.cuda.get_current_stream().ptr)
+
+    a, b, c = bufs[0]
+    c.fill(cp.nan)
+    call(0)
+    cp.cuda.Device().synchronize()
+    ref32 = cp.matmul(a.astype(cp.float32), (b.T if cfg.b_col else b).astype(cp.float32))
+    rec = {"kernel": "cutlass", "config": cfg.label, "variant": cfg.variant, "m": m, "n": n,
+           "k": k, "params": cfg.as_dict(), "smem_bytes": kernel.smem_bytes,
+           "threads": kernel.threads, "rel_error_vs_fp32": _rel_error(c, ref32),
+           "tolerance": GEMM_TOL_F16}
+    rec["correct"] = rec["rel_error_vs_fp32"] <= GEMM_TOL_F16
+    del ref32
+    t = time_gpu(call, sets=sets)
+    rec.update(t.as_dict())
+    rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
+    return rec
+
+
+def peer_sweep(sizes, configs=None, log=print) -> dict:
+    """CUTLASS's GEMM over a sweep of tile configurations at each size: every record, and the
+    fastest correct one per size and B layout. ``measured: False`` and why, where it cannot be
+    built here (no nvcc, no headers) or fails."""
+    import time as _time
+
+    from . import cutlass_peer
+
+    configs = list(configs or cutlass_peer.PEER_SWEEP)
+    why = cutlass_peer.problem()
+    if why:
+        return {"measured": False, "reason": why}
+    info = cutlass_peer.describe()
+    t0 = _time.perf_counter()
+    built = cutlass_peer.build(configs)
+    info["build_s"] = _time.perf_counter() - t0
+    failed = {cfg.label + f" ({cfg.variant})": lib for cfg, lib in built.items()
+              if isinstance(lib, str)}
+    kernels = [cutlass_peer.PeerKernel(cfg, lib) for cfg, lib in built.items()
+               if not isinstance(lib, str)]
+    if not kernels:
+        return {"measured": False, "reason": "no CUTLASS configuration built: "
+                + next(iter(failed.values()), "nothing to build"), **info}
+    log(f"CUTLASS {info['cutlass_version']} peer: {len(kernels)} configurations built in "
+        f"{info['build_s']:.0f} s ({len(failed)} failed)")
+    runs_, best = [], {}
+    for n in sizes:
+        for kern in kernels:
+            try:
+                rec = peer_run(kern, n, n, n)
+            except Exception as exc:  # keep sweeping; record why
+                rec = {"kernel": "cutlass", "config": kern.cfg.label, "variant": kern.cfg.variant,
+                       "m": n, "error": f"{type(exc).__name__}: {exc}"}
+                log(f"CUTLASS {kern.cfg.label} [{kern.cfg.variant}] {n}^3: {rec['error']}")
+            else:
+                log(f"CUTLASS {kern.cfg.label} [{kern.cfg.variant}] {n}^3: "
+                    f"{rec['tflops']:.1f} TFLOP/s, rel. error {rec['rel_error_vs_fp32']:.2e}")
+                key = f"{n}|{kern.cfg.variant}"
+                if rec["correct"] and rec["tflops"] > best.get(key, {}).get("tflops", 0):
+                    best[key] = rec
+            runs_.append(rec)
+    return {"measured": True, **info, "build_failed": failed, "runs": runs_,
+            "best": list(best.values())}
 
 
 def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int = 3) -> dict:

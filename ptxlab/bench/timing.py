@@ -2,19 +2,67 @@
 
 Rotating inputs matter: a matrix that fits in L2 and is reused every repetition measures the
 cache, not the kernel, so every timed call takes the next of several buffer sets.
+
+While the timed repetitions run, the SM clock, board power and the reasons the driver gives for
+holding the clock down are read through NVML (where ``pynvml`` is importable): two kernels at
+the same utilisation but different clocks run at different rates, and a clock held at the power
+cap says that power, not scheduling, sets the rate.
 """
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Callable
+
+#: NVML clock-event reason bits (nvmlClocksEventReason*): the power cap, and thermal slowdowns.
+_POWER_CAP = 0x4
+_THERMAL = 0x20 | 0x40
+
+
+class ClockProbe:
+    """Samples of the SM clock, power and clock-event reasons of GPU 0 (NVML), or nothing."""
+
+    def __init__(self):
+        self.samples: list[tuple[float, float, int, float]] = []
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        except Exception:  # no pynvml, or no NVML on this machine: no clock figures
+            self._nvml = None
+
+    def sample(self) -> None:
+        if self._nvml is None:
+            return
+        n, h = self._nvml, self._handle
+        try:
+            self.samples.append((float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
+                                 n.nvmlDeviceGetPowerUsage(h) / 1000.0, int(self._reasons(h)),
+                                 float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))))
+        except Exception:
+            self._nvml = None
+
+    def summary(self) -> dict | None:
+        if not self.samples:
+            return None
+        clocks, power, reasons, temps = zip(*self.samples)
+        return {"nvml_sm_clock_mhz": statistics.median(clocks),
+                "nvml_power_w": statistics.median(power),
+                "nvml_power_capped": sum(bool(r & _POWER_CAP) for r in reasons) / len(reasons),
+                "nvml_thermal_slowdown": sum(bool(r & _THERMAL) for r in reasons) / len(reasons),
+                "nvml_temperature_c": statistics.median(temps), "nvml_samples": len(clocks)}
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Per-repetition milliseconds of one measurement."""
+    """Per-repetition milliseconds of one measurement (and the clock while it ran)."""
 
     samples_ms: tuple[float, ...]
+    clock: dict | None = None
 
     @property
     def median_ms(self) -> float:
@@ -28,8 +76,11 @@ class Timing:
         return (hi - lo) / self.median_ms if self.median_ms else 0.0
 
     def as_dict(self) -> dict:
-        return {"median_ms": self.median_ms, "reps": len(self.samples_ms), "spread": self.spread,
-                "min_ms": min(self.samples_ms), "max_ms": max(self.samples_ms)}
+        out = {"median_ms": self.median_ms, "reps": len(self.samples_ms), "spread": self.spread,
+               "min_ms": min(self.samples_ms), "max_ms": max(self.samples_ms)}
+        if self.clock:
+            out.update(self.clock)
+        return out
 
 
 def time_gpu(call: Callable[[int], None], *, sets: int = 1, warmup_ms: float = 50.0,
@@ -37,7 +88,8 @@ def time_gpu(call: Callable[[int], None], *, sets: int = 1, warmup_ms: float = 5
     """Median-ready samples of ``call(i)`` (``i`` = which buffer set to use), timed with events.
 
     Warms up for about ``warmup_ms`` (at least 3 calls), then times each call separately with a
-    pair of events, enough calls to fill about ``target_ms`` of GPU time (``min_reps`` at least).
+    pair of events, enough calls to fill about ``target_ms`` of GPU time (``min_reps`` at least),
+    sampling the clock (:class:`ClockProbe`) until the last one finishes.
     """
     import cupy as cp
 
@@ -61,9 +113,15 @@ def time_gpu(call: Callable[[int], None], *, sets: int = 1, warmup_ms: float = 5
     reps = int(min(max_reps, max(min_reps, target_ms / one)))
 
     events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
+    probe = ClockProbe()
     for i, (a, b) in enumerate(events):
         a.record()
         call(i % sets)
         b.record()
+        if i % 64 == 63:
+            probe.sample()
+    while not events[-1][1].done:
+        probe.sample()
+        time.sleep(0.002)
     events[-1][1].synchronize()
-    return Timing(tuple(cp.cuda.get_elapsed_time(a, b) for a, b in events))
+    return Timing(tuple(cp.cuda.get_elapsed_time(a, b) for a, b in events), probe.summary())
