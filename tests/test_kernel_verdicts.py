@@ -97,7 +97,8 @@ def test_a_gpu_that_disagrees_is_reported_and_the_model_decides(monkeypatch, wit
     on_gpu, on_cpu = _verdicts(exercise, SYNCED, monkeypatch, with_gpu)
     assert on_gpu.passed == on_cpu.passed is True
     (note,) = on_gpu.advice
-    assert "Stand-in GPU" in note and "128 output word(s)" in note and "CPU model's" in note
+    assert note.startswith("on the GPU (Stand-in GPU") and "128 output word(s)" in note
+    assert "CPU model's" in note
 
 
 def test_a_gpu_fault_is_reported_and_the_model_decides(monkeypatch, with_gpu):
@@ -146,3 +147,15 @@ def test_run_kernel_case_alone_still_carries_the_models_notes():
         warnings.simplefilter("ignore")
         res = run_kernel_case(generic_source("generic64"), "load_generic", run, "load")
     assert res.passed and any("__cvta_generic_to_shared" in a for a in res.advice)
+
+
+def test_after_a_gpu_fault_the_process_stops_using_the_gpu(monkeypatch):
+    """A CUDA fault leaves the context unusable: later launches go to the CPU model and say
+    why, instead of failing one after the other."""
+    monkeypatch.setattr(gpu, "_status_cache", _fake_status())
+    assert gpu.status().available
+    monkeypatch.setattr(gpu, "_broken_by", "'load_tile'")
+    st = gpu.status()
+    assert not st.available and "'load_tile' faulted" in st.message and "restart" in st.message
+    chosen, reason = backends.choose_backend('extern "C" __global__ void k() {}')
+    assert chosen == "cpu" and "restart" in reason

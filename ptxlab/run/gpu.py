@@ -181,10 +181,23 @@ _status_lock = threading.Lock()
 _status_cache: GpuStatus | None = None
 
 
+#: Set when a kernel faulted: CUDA leaves the process's context unusable, so the GPU is not
+#: usable here any more (``status`` says so and ``auto`` launches go to the CPU model).
+_broken_by: str | None = None
+
+
 def status(refresh: bool = False) -> GpuStatus:
     """Whether a usable GPU is here (cached; ``refresh=True`` probes again). Never raises."""
     global _status_cache
     with _status_lock:
+        if _broken_by is not None:
+            if _status_cache is None or _status_cache.available:
+                _status_cache = GpuStatus(
+                    False, f"the GPU cannot run kernels in this process any more: kernel "
+                    f"{_broken_by} faulted, and a CUDA fault leaves the process's GPU context "
+                    "unusable; restart the process (in Jupyter: restart the kernel) to use the "
+                    "GPU again")
+            return _status_cache
         if _status_cache is None or refresh:
             try:
                 _status_cache = _probe()
@@ -322,6 +335,8 @@ def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem
         fn(_dims3(grid), _dims3(block), tuple(dev_args), shared_mem=int(shared_mem))
         cupy.cuda.runtime.deviceSynchronize()
     except Exception as exc:
+        global _broken_by
+        _broken_by = repr(kernel)
         raise KernelFault(
             f"kernel {kernel!r} failed on {st.device_label}: {_one_line(exc)}. A CUDA error "
             "leaves this process's GPU context unusable: restart it (in Jupyter: restart the "

@@ -194,10 +194,10 @@ def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str
         return model
     differ = _differing_words(model, hardware, run)
     if differ:
-        _note(f"on {hardware.device} {differ} output word(s) came out different from the CPU "
-              "model's run: the kernel's result depends on which warp runs first or on "
-              "memory it reads but never wrote. The verdict is the CPU model's (the same on "
-              "every machine)")
+        _note(f"on the GPU ({hardware.device}) {differ} output word(s) came out different "
+              "from the CPU model's run: the kernel's result depends on something the two do "
+              "not share (which warp runs first, memory it reads but never wrote, an undefined "
+              "operation). The verdict is the CPU model's (the same on every machine)")
         return model
     return replace(model, device=f"{hardware.device} and the {model.device}",
                    backend="gpu+cpu")
