@@ -18,7 +18,7 @@ from ...model import banks, emulator, layouts
 from ...model.shared_tiles import CHUNK_BYTES, SharedTileLayout
 from .. import checks, render
 from ..checks import CheckResult, LaneDiff
-from . import tiles
+from . import cases, tiles
 from .base import hidden_rng, ChoiceExercise, Exercise, FragmentExercise, FunctionExercise
 from .kernel_exercise import KernelExercise, launch_for_check
 
@@ -156,7 +156,7 @@ bank_group = FunctionExercise(
     title="the group of 4 banks that serves chunk (row, chunk) of a row-major tile",
     arg_names=("row", "chunk", "row_bytes"),
     reference=_bank_group,
-    visible=lambda: [(r, c, rb) for rb in (128, 64) for r in range(8) for c in (0, 3)],
+    visible=lambda: [(r, c, rb) for rb in (128, 64, 144) for r in range(8) for c in (0, 3)],
     hidden_cases=lambda rng: [(int(rng.integers(0, 64)), int(rng.integers(0, rb // 16)), rb)
                               for rb in (32, 64, 80, 128, 144, 256) for _ in range(8)],
     describe=lambda a: f"row {a[0]}, chunk {a[1]}, rows of {a[2]} bytes",
@@ -342,7 +342,8 @@ swizzled_a_rows = SwizzledAddressExercise(
     title="ldmatrix .x4: row addresses of the A operand in a swizzled tile",
     placement=tiles.mma_a,
     arg_names=("lane", "base", "row0", "col0"),
-    visible=lambda: [_a_task(0, 0, 0), _a_task(0, 0, 16), _a_task(4096, 16, 48)],
+    visible=lambda: [_a_task(0, 0, 0), _a_task(0, 0, 16), _a_task(4224, 16, 48)]
+    + cases.drawn(_a_hidden, 1),
     hidden_cases=_a_hidden,
     mistakes=(
         (lambda lane, base, row0, col0: base + (row0 + lane % 16) * 128
@@ -360,6 +361,11 @@ swizzled_a_rows = SwizzledAddressExercise(
          + ((2 * col0 + 16 * (lane // 16)) ^ ((row0 + lane % 16) % 8)),
          "XOR the chunk index, then multiply by 16: XOR on the byte offset moves the address by "
          "a few bytes and breaks the 16-byte alignment"),
+        (lambda lane, base, row0, col0: base + (row0 + lane % 16) * 128
+         + ((col0 // 8 + lane // 16) ^ ((base // 128 + row0 + lane % 16) % 8)) * 16,
+         "your swizzle follows the address, not the tile: you XOR with the row bits of base + "
+         "row * 128, which equal the tile's row % 8 only when base is a multiple of 1024. The "
+         "swizzle belongs to the tile: XOR with (row0 + lane % 16) % 8"),
     ),
     hints=(
         "First the plain answer from notebook 2: row = row0 + lane % 16, chunk = col0 // 8 + "
@@ -682,9 +688,9 @@ class SwizzleKernelExercise(KernelExercise):
     to the emulator's, and every ldmatrix.x4 and 16-byte store conflict-free."""
 
     kernel_name: str = ROUNDTRIP_KERNEL_NAME
-    visible: Callable[[], list] = lambda: [roundtrip_run(16)]
+    visible: Callable[[], list] = lambda: [roundtrip_run(16), roundtrip_run(32)]
     hidden_cases: Callable[[np.random.Generator], list] = (
-        lambda rng: [roundtrip_run(32), roundtrip_run(48)])
+        lambda rng: [roundtrip_run(48), roundtrip_run(64)])
 
     def run_case(self, answer: str, run: RoundtripRun) -> CheckResult:
         rows, label = run.rows, run.label

@@ -1,7 +1,15 @@
 """Exercises of the first notebook: byte addresses in a tile, alignment, banks, launches."""
 from __future__ import annotations
 
+from . import cases
 from .base import ChoiceExercise, FunctionExercise
+
+
+def _element_hidden(rng) -> list[tuple[int, int, int, int]]:
+    """Random elements of random tiles: 16-byte aligned bases, strides of 2 to 11 chunks."""
+    return [(int(rng.integers(0, 16)), int(rng.integers(0, 16)), 16 * int(rng.integers(0, 64)),
+             16 * int(rng.integers(2, 12))) for _ in range(40)]
+
 
 element_address = FunctionExercise(
     key="basics.element_address",
@@ -9,10 +17,8 @@ element_address = FunctionExercise(
     arg_names=("row", "col", "base", "stride"),
     reference=lambda row, col, base, stride: base + row * stride + 2 * col,
     visible=lambda: [(r, c, 0, 32) for r in (0, 1, 5) for c in (0, 3, 15)] +
-                    [(2, 4, 256, 80)],
-    hidden_cases=lambda rng: [(int(rng.integers(0, 16)), int(rng.integers(0, 16)),
-                               16 * int(rng.integers(0, 64)), 16 * int(rng.integers(2, 12)))
-                              for _ in range(40)],
+                    [(2, 4, 256, 80)] + cases.drawn(_element_hidden, 4),
+    hidden_cases=_element_hidden,
     describe=lambda a: f"row {a[0]}, col {a[1]}, base {a[2]}, stride {a[3]}",
     mistakes=(
         (lambda row, col, base, stride: base + row * stride + col,

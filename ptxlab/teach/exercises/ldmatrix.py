@@ -46,12 +46,17 @@ def _side_args(num, base, stride):
     return (num, base, stride)
 
 
+def _side_random_x4(rng: np.random.Generator) -> list[AddressTask]:
+    """Four matrices side by side in a random tile."""
+    return cases.random_address_tasks(rng, tiles.side_by_side, (4,), _side_args, repeats=1)
+
+
 side_by_side_rows = AddressExercise(
     key="ldmatrix.side_by_side_rows",
     title="ldmatrix .x{num}: row addresses of matrices side by side",
     arg_names=("lane", "num", "base", "stride"),
     visible=lambda: cases.address_tasks(tiles.side_by_side, (4, 2), ((0, 64), (256, 96)),
-                                        _side_args),
+                                        _side_args) + cases.drawn(_side_random_x4, 1),
     hidden_cases=lambda rng: cases.random_address_tasks(rng, tiles.side_by_side, (1, 2, 4),
                                                         _side_args),
     mistakes=(
@@ -87,7 +92,7 @@ a_operand_rows = AddressExercise(
     key="ldmatrix.a_operand_rows",
     title="ldmatrix .x4: row addresses of the m16n8k16 A operand",
     arg_names=("lane", "base", "stride"),
-    visible=lambda: _a_tasks(((0, 32), (512, 128))),
+    visible=lambda: _a_tasks(((0, 32), (512, 128))) + cases.drawn(_a_hidden, 1),
     hidden_cases=_a_hidden,
     mistakes=(
         (lambda lane, base, stride: base + (lane % 8) * stride + (lane // 8) * 16,
@@ -176,7 +181,7 @@ a_operand_kernel = KernelExercise(
     key="ldmatrix.a_operand_kernel",
     title="kernel: load the A operand with one ldmatrix.x4",
     kernel_name=A_KERNEL_NAME,
-    visible=lambda: [a_operand_run(16)],
+    visible=lambda: [a_operand_run(16), a_operand_run(56)],
     hidden_cases=lambda rng: [a_operand_run(s) for s in (24, 40)],
     advice_for=(
         (lambda src: ".x4" not in src, "the A operand is four 8x8 matrices: use .x4"),

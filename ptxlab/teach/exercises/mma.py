@@ -631,7 +631,7 @@ tile_kernel = TileKernelExercise(
     key="mma.tile_kernel",
     title="kernel: one warp computes a 16x8 tile (ldmatrix -> mma -> store)",
     kernel_name=TILE_KERNEL_NAME,
-    visible=lambda: [tile_run(1, 16, 8, "tile 1")],
+    visible=lambda: [tile_run(1, 16, 8, "tile 1"), tile_run(4, 56, 40, "tile 4")],
     hidden_cases=lambda rng: [tile_run(int(rng.integers(2, 1 << 30)), 24, 16, "tile 2"),
                               tile_run(int(rng.integers(2, 1 << 30)), 40, 24, "tile 3")],
     advice_for=(

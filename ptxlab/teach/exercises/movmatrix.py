@@ -131,7 +131,7 @@ transposed_rows = AddressExercise(
     key="movmatrix.transposed_rows",
     title="stmatrix .x4: row addresses of the transposed 16x16 tile",
     arg_names=("lane", "base", "stride"),
-    visible=lambda: _tasks(((0, 32), (512, 64))),
+    visible=lambda: _tasks(((0, 32), (512, 64))) + cases.drawn(_random_tasks, 1),
     hidden_cases=_random_tasks,
     mistakes=(
         (lambda lane, base, stride: base + (lane % 16) * stride + (lane // 16) * 16,
@@ -200,7 +200,7 @@ transpose_kernel = TileKernelExercise(
     key="movmatrix.transpose_kernel",
     title="kernel: transpose a 16x16 tile with movmatrix and stmatrix",
     kernel_name=TRANSPOSE_KERNEL_NAME,
-    visible=lambda: [transpose_run(16)],
+    visible=lambda: [transpose_run(16), transpose_run(56)],
     hidden_cases=lambda rng: [transpose_run(s, rng.permutation(256)) for s in (24, 40)],
     advice_for=(
         (lambda src: "movmatrix" not in src,
