@@ -406,7 +406,9 @@ class BlockRun:
         self.launch = launch
         self.index = index
         self.shared_size = launch.shared_size
-        self.shared = np.zeros(max(16, (launch.shared_size + 15) // 16 * 16), dtype=np.uint8)
+        # indexed by .shared address: the reserved first KiB, then the block's variables
+        self.shared = np.zeros(memory.SHARED_START + max(16, (launch.shared_size + 15) // 16 * 16),
+                               dtype=np.uint8)
         self.barriers: dict[int, BarrierState] = {}
         self.race = (RaceTracker(launch.shared_size, launch.program, index)
                      if launch.racecheck != "off" and launch.shared_size else None)

@@ -26,8 +26,11 @@ LOCAL_WINDOW = 0x7F80_0000_0000
 PARAM_WINDOW = 0x7FC0_0000_0000
 WINDOW_SIZE = 1 << 32
 
-#: ``.shared`` address of the first byte of a block's shared memory.
-SHARED_START = 0
+#: ``.shared`` address of the first byte of a block's shared memory. On sm_90 the first KiB of
+#: the window is reserved for the system and a block's variables start after it (measured on an
+#: H100: reports/hardware/SHARED_LAYOUT.md), so an address that depends on where the tile sits
+#: comes out as on the hardware.
+SHARED_START = 1024
 
 
 class GenericAddressAsShared(UserWarning):
@@ -256,17 +259,24 @@ class Spaces:
         if bad.any():
             i = int(np.argmax(bad))
             a = int(addrs[i])
+            if 0 <= a < SHARED_START:
+                raise LaneFault(
+                    f"{what}: shared address {a} (0x{a:x}) is below the block's shared memory: "
+                    f"on sm_90 the first {SHARED_START} bytes of the .shared window are reserved "
+                    f"for the system and the block's variables start at {SHARED_START}; an "
+                    "address is the tile's base (from __cvta_generic_to_shared) plus an offset",
+                    [lanes[i]])
             raise LaneFault(
                 f"{what}: shared address {a} (0x{a:x}) is outside the block's shared memory "
-                f"({self.shared_size} bytes: static variables plus the dynamic size the launch "
-                f"asked for)", [lanes[i]])
+                f"({self.shared_size} bytes from address {SHARED_START}: static variables plus "
+                "the dynamic size the launch asked for)", [lanes[i]])
         return off
 
     def _load_shared(self, addrs, lanes, dtype, count, total, what):
         off = self._shared_offsets(addrs, lanes, total, what)
         if self.race is not None and getattr(what, "ins", None) is not None:
             self.race.read(self.warp, lanes, off, total, what)
-        return _gather(self.shared, off, dtype, count)
+        return _gather(self.shared, off + SHARED_START, dtype, count)
 
     def _local_offsets(self, addrs, lanes, total, what):
         size = 0 if self.local is None else self.local.shape[1]
@@ -326,7 +336,7 @@ class Spaces:
             off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
             if self.race is not None and getattr(what, "ins", None) is not None:
                 self.race.write(self.warp, lanes, off, total, what)
-            _scatter(self.shared, off, values)
+            _scatter(self.shared, off + SHARED_START, values)
             return
         if space == "local":
             off = self._local_offsets(addrs, lanes, total, what)
@@ -339,5 +349,13 @@ class Spaces:
     # ---- raw shared bytes for the matrix instructions ------------------------------------
 
     def shared_bytes(self) -> np.ndarray:
-        """The block's shared memory as the emulator takes it (starting at SHARED_START)."""
-        return self.shared[: self.shared_size]
+        """The ``.shared`` window up to the block's last byte, indexed by address (the emulator
+        takes addresses); the reserved bytes before :data:`SHARED_START` are never reached,
+        the instructions refuse rows there first (:meth:`check_shared_rows`)."""
+        return self.shared[: SHARED_START + self.shared_size]
+
+    def check_shared_rows(self, addrs: np.ndarray, lanes: np.ndarray, what) -> None:
+        """Refuse rows in the reserved start of the window, as :meth:`_shared_offsets` does."""
+        low = addrs < SHARED_START
+        if low.any():
+            self._shared_offsets(addrs[low][:1].astype(np.uint64), lanes[low][:1], 16, what)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import KernelFault, Where
+from .memory import SHARED_START
 
 __all__ = ["RACECHECK_ENV", "racecheck_mode", "SharedMemoryRace", "RaceWarning",
            "UninitializedSharedRead", "RaceTracker", "Access", "Site"]
@@ -162,7 +163,7 @@ class RaceTracker:
         if key in self._seen:
             return
         self._seen.add(key)
-        self.races.append(Race(self.block, int(index), first, second))
+        self.races.append(Race(self.block, int(index) + SHARED_START, first, second))
 
     def _after_other_writer(self, kind: str, warp: int, idx, who, sid: int) -> np.ndarray:
         """Report a ``kind`` access of bytes another warp wrote since the last barrier; return
@@ -186,7 +187,8 @@ class RaceTracker:
             i = int(np.argmax(never))
             if sid not in self._uninit_seen:
                 self._uninit_seen.add(sid)
-                self.uninitialized.append((self._access("read", warp, who[i], sid), int(idx[i])))
+                self.uninitialized.append((self._access("read", warp, who[i], sid),
+                                           int(idx[i]) + SHARED_START))
         stale = self.r_gen[idx] != gen
         if stale.any():
             s = idx[stale]

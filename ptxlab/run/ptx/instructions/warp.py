@@ -12,7 +12,7 @@ import numpy as np
 
 from ....model import emulator, layouts
 from ..interpreter import lanes_of, mask_bits
-from ..memory import SHARED_WINDOW, WINDOW_SIZE, LaneFault
+from ..memory import SHARED_START, SHARED_WINDOW, WINDOW_SIZE, LaneFault
 from ..parser import Pair, Reg, Vec
 from ..program import K_COLL, K_OP, CodeEntry, Unsupported
 from ..racecheck import Site
@@ -91,9 +91,11 @@ def ldmatrix(ins, cx):
 
     def fn(w, m):
         rows = offsets(w)
+        w.spaces.check_shared_rows(rows[:8 * num], _ROW_LANES[:8 * num], site)
         regs = emulator.ldmatrix(w.spaces.shared_bytes(), rows, num=num, trans=trans)
         if w.spaces.race is not None:      # lanes 0 .. 8*num-1 give the 16-byte rows
-            w.spaces.race.read(w.index, _ROW_LANES[:8 * num], rows[:8 * num], 16, site)
+            w.spaces.race.read(w.index, _ROW_LANES[:8 * num], rows[:8 * num] - SHARED_START, 16,
+                               site)
         for i, s in enumerate(sets):
             s(w, regs[:, i].copy(), m)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
@@ -107,9 +109,11 @@ def stmatrix(ins, cx):
     def fn(w, m):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
         rows = offsets(w)
+        w.spaces.check_shared_rows(rows[:8 * num], _ROW_LANES[:8 * num], site)
         emulator.stmatrix(w.spaces.shared_bytes(), rows, regs, num=num, trans=trans)
         if w.spaces.race is not None:      # after the emulator checked every row address
-            w.spaces.race.write(w.index, _ROW_LANES[:8 * num], rows[:8 * num], 16, site)
+            w.spaces.race.write(w.index, _ROW_LANES[:8 * num], rows[:8 * num] - SHARED_START, 16,
+                                site)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
 
 
