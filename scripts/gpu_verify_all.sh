@@ -5,6 +5,8 @@
 #                           the tensor core's rounding on fresh inputs (tests/vectors/ rewritten)
 #   reports/hardware/SANITIZER.md  planted races under compute-sanitizer racecheck and the CPU
 #                           model's detector; generic pointers as shared addresses, GPU vs CPU
+#   reports/hardware/SHARED_LAYOUT.md  where shared variables sit in the .shared window, loads
+#                           around them, division by zero: the GPU beside the CPU model
 #   reports/hardware/VERDICTS.md  every kernel answer of the course (solutions, mutants) checked
 #                           on the GPU machine and with the GPU hidden: the same verdicts
 #   reports/cpu_backend/    every kernel of the project on the CPU model vs the GPU, bit for bit
@@ -58,6 +60,7 @@ step rounding  "$PY" scripts/collect_mma_rounding.py --out "$LOGS/rounding" --ca
 step compare   "$PY" scripts/compare_backends.py --rounds 3 --out-dir reports/cpu_backend
 step notebooks "$PY" scripts/course_execute_all.py --out reports/course_gpu
 step sanitizer "$PY" scripts/gpu_sanitizer_check.py --out reports/hardware
+step layout    "$PY" scripts/gpu_shared_layout.py --out reports/hardware
 step verdicts  "$PY" scripts/gpu_verdicts_check.py --out reports/hardware
 step grading   "$PY" scripts/gpu_grading_check.py --out reports/grading_gpu --workers 4
 step pytest    "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider tests/
