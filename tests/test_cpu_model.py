@@ -49,3 +49,34 @@ def test_warp_intrinsics():
     shuffled = np.where(t + 3 < 32, t + 3, t)
     matched = 0xFF << (8 * (t // 8))
     assert np.array_equal(res.outputs[0], (ballot ^ active ^ shuffled ^ matched).astype(np.uint32))
+
+
+def test_the_shared_window_is_laid_out_as_on_sm90():
+    """Variables start after the reserved first KiB (measured on an H100:
+    reports/hardware/SHARED_LAYOUT.md); a row there faults and says why."""
+    from ptxlab.run import cpu
+    from ptxlab.run.ptx import memory
+
+    src = r'''
+    extern "C" __global__ void k(unsigned* out, unsigned back) {
+        __shared__ __align__(16) unsigned short st[8 * 24];
+        extern __shared__ __align__(16) unsigned short dyn[];
+        for (int i = threadIdx.x; i < 8 * 24; i += 32) st[i] = i;
+        dyn[threadIdx.x] = 1;
+        __syncwarp();
+        out[0] = (unsigned)__cvta_generic_to_shared(st);
+        out[1] = (unsigned)__cvta_generic_to_shared(dyn);
+        unsigned r, addr = (unsigned)__cvta_generic_to_shared(st) + (threadIdx.x % 8) * 48 - back;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r) : "r"(addr));
+        out[2 + threadIdx.x] = r;
+    }'''
+    out = cpu.run_kernel(src, "k", (1,), (32,), [np.zeros(34, np.uint32), np.uint32(0)],
+                         shared_mem=64)[0]
+    assert memory.SHARED_START == 1024
+    assert out[0] == 1024 and out[1] == 1024 + 8 * 24 * 2
+    assert out[2] == (1 << 16) | 0           # row 0: elements 0 and 1
+    from ptxlab.run.ptx.errors import KernelFault
+
+    with pytest.raises(KernelFault, match=r"below the block's shared memory.*reserved"):
+        cpu.run_kernel(src, "k", (1,), (32,), [np.zeros(34, np.uint32), np.uint32(1024)],
+                       shared_mem=64)

@@ -63,3 +63,20 @@ def test_stmatrix_leaves_every_other_byte_alone():
     idx = (rows[..., None] + np.arange(16)).reshape(64, -1)
     np.put_along_axis(touched, idx, True, axis=1)
     assert np.array_equal(after[~touched], before[~touched])
+
+
+LAYOUT = r'''
+extern "C" __global__ void layout(unsigned* out) {
+    __shared__ __align__(16) unsigned char st[48];
+    extern __shared__ __align__(16) unsigned char dyn[];
+    st[threadIdx.x % 48] = 1; dyn[threadIdx.x] = 2;
+    out[0] = (unsigned)__cvta_generic_to_shared(st);
+    out[1] = (unsigned)__cvta_generic_to_shared(dyn);
+}'''
+
+
+def test_shared_variables_sit_where_the_cpu_model_puts_them():
+    """The .shared address of static and dynamic shared memory, GPU vs CPU model."""
+    got = {b: backends.launch(LAYOUT, "layout", args=[np.zeros(2, np.uint32)], shared_mem=64,
+                              backend=b).outputs[0].tolist() for b in ("gpu", "cpu")}
+    assert got["gpu"] == got["cpu"], got
