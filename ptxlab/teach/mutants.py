@@ -688,12 +688,34 @@ class ExerciseResult:
         return d
 
 
+def _family(operator: str) -> str:
+    """The kind of change a mutant makes, for sampling: ``+ -> ^`` and ``* -> +`` are one kind,
+    a changed constant another, a deleted barrier a third, and so on."""
+    words = re.sub(r"`[^`]*`", "`", operator)
+    if re.fullmatch(r"`\d+u?` -> `\d+u?`", operator):
+        return "constant"
+    if re.fullmatch(r"`[^`\w]+` -> `[^`\w]+`", operator):
+        return "operator"
+    return words
+
+
 def _sample(cell: SolutionCell, mutants: list[Mutant], size: int | None) -> list[Mutant]:
-    """A fixed sample (seeded by the exercise's key) in the order the mutants were made."""
+    """At most ``size`` mutants, the same every run (seeded by the exercise's key), taken in
+    turn from each kind of change so that every kind is run (a barrier, ``.trans``, a register
+    swap as well as the many operator swaps); returned in the order they were made."""
     if size is None or len(mutants) <= size:
         return mutants
     rng = random.Random(zlib.crc32(cell.exercise.key.encode()))
-    keep = set(rng.sample(range(len(mutants)), size))
+    groups: dict[str, list[int]] = {}
+    for i, m in enumerate(mutants):
+        groups.setdefault(_family(m.operator), []).append(i)
+    for members in groups.values():
+        rng.shuffle(members)
+    keep: set[int] = set()
+    while len(keep) < size:
+        for members in groups.values():
+            if members and len(keep) < size:
+                keep.add(members.pop())
     return [m for i, m in enumerate(mutants) if i in keep]
 
 
