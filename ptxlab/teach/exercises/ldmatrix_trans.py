@@ -55,7 +55,8 @@ b_row_major_rows = AddressExercise(
     key="ldmatrix_trans.b_row_major_rows",
     title="ldmatrix .x2.trans: row addresses of B stored row-major",
     arg_names=("lane", "base", "stride"),
-    visible=lambda: _tasks(tiles.mma_b_row_major(), ((0, 16), (256, 48)), True),
+    visible=lambda: (_tasks(tiles.mma_b_row_major(), ((0, 16), (256, 48)), True)
+                     + cases.drawn(_random(tiles.mma_b_row_major(), True), 1)),
     hidden_cases=_random(tiles.mma_b_row_major(), True),
     mistakes=(
         (lambda lane, base, stride: base + (lane % 8) * stride + (lane // 8 % 2) * 16,
@@ -75,7 +76,8 @@ b_col_major_rows = AddressExercise(
     key="ldmatrix_trans.b_col_major_rows",
     title="ldmatrix .x2: row addresses of B stored column-major",
     arg_names=("lane", "base", "stride"),
-    visible=lambda: _tasks(tiles.mma_b_col_major(), ((0, 32), (512, 64)), False),
+    visible=lambda: (_tasks(tiles.mma_b_col_major(), ((0, 32), (512, 64)), False)
+                     + cases.drawn(_random(tiles.mma_b_col_major(), False), 1)),
     hidden_cases=_random(tiles.mma_b_col_major(), False),
     mistakes=(
         (lambda lane, base, stride: base + (lane % 16) * stride,

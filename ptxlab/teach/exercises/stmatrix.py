@@ -180,7 +180,8 @@ d_rows = AddressExercise(
     key="stmatrix.d_rows",
     title="stmatrix .x2: row addresses that store D row-major",
     arg_names=("lane", "base", "stride"),
-    visible=lambda: _tasks(tiles.mma_cd_f16(), ((0, 16), (256, 48)), False),
+    visible=lambda: (_tasks(tiles.mma_cd_f16(), ((0, 16), (256, 48)), False)
+                     + cases.drawn(_random_tasks(tiles.mma_cd_f16(), False), 1)),
     hidden_cases=_random_tasks(tiles.mma_cd_f16(), False),
     mistakes=(
         (lambda lane, base, stride: base + (lane // 4) * stride,
@@ -206,7 +207,8 @@ d_trans_rows = AddressExercise(
     key="stmatrix.d_trans_rows",
     title="stmatrix .x2.trans: row addresses that store D column-major",
     arg_names=("lane", "base", "stride"),
-    visible=lambda: _tasks(d_column_major(), ((0, 32), (512, 64)), True),
+    visible=lambda: (_tasks(d_column_major(), ((0, 32), (512, 64)), True)
+                     + cases.drawn(_random_tasks(d_column_major(), True), 1)),
     hidden_cases=_random_tasks(d_column_major(), True),
     mistakes=(
         (lambda lane, base, stride: base + (lane % 16) * stride,
@@ -276,7 +278,7 @@ store_d_kernel = TileKernelExercise(
     key="stmatrix.store_d_kernel",
     title="kernel: store the mma accumulator D with stmatrix.x2",
     kernel_name=STORE_D_KERNEL_NAME,
-    visible=lambda: [store_d_run(8)],
+    visible=lambda: [store_d_run(8), store_d_run(24, tuple(reversed(range(16))))],
     hidden_cases=lambda rng: [store_d_run(s, rng.permutation(16)) for s in (16, 24)],
     advice_for=(
         (lambda src: "stmatrix" not in src, "store the registers with stmatrix"),
