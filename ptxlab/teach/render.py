@@ -35,8 +35,9 @@ _HEAD = "border:1px solid #bbb;padding:2px 5px;background:#f3f3f3;font-weight:60
 
 
 #: The width a picture may take: a notebook's output column in a 1280-pixel window with
-#: JupyterLab's file browser open is about 960 pixels.
-FIT_PX = 900
+#: JupyterLab's file browser open is 848 pixels (measured in chromium by
+#: tests/browser/test_workspace.py).
+FIT_PX = 840
 _TABLE_COMPACT = _TABLE.replace("font-size:12px", "font-size:10px")
 _CELL_COMPACT = "border:1px solid #ccc;padding:1px 1px;text-align:center;min-width:13px"
 _HEAD_COMPACT = "border:1px solid #ccc;padding:1px 2px;background:#f3f3f3;font-weight:600"
@@ -603,7 +604,7 @@ def movmatrix_svg(lane: int | None = None, *,
     frag = layouts.movmatrix_fragment()
     if lane is not None and not 0 <= int(lane) < layouts.WARP_SIZE:
         raise ValueError(f"lane must be 0..31, got {lane}")
-    cw, ch, head_w, top = 38, 30, 62, 52
+    cw, ch, head_w, top = 37, 30, 62, 52
     grid_w = head_w + 8 * cw
     gap = 110
     x0 = (5, 5 + grid_w + gap)                       # left edge of the before / after grids

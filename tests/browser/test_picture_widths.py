@@ -1,5 +1,6 @@
 """Every picture the course draws fits a notebook's output column in a 1280-pixel window with
-JupyterLab's file browser open (about 960 pixels): measured in chromium, not estimated.
+JupyterLab's file browser open (848 pixels, as tests/browser/test_workspace.py finds it):
+measured in chromium, not estimated.
 
 Wide pictures switch to lane numbers (the rest on hover) and then to compact cells; none is
 cut. Skips, with the reason, when Playwright or Debian's chromium is missing.
@@ -16,7 +17,7 @@ from ptxlab import layouts, render
 from ptxlab.teach import widgets
 
 CHROMIUM = Path(os.environ.get("PTXLAB_CHROMIUM", "/usr/bin/chromium"))
-COLUMN_PX = 960
+COLUMN_PX = 848
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
                                "(pip install playwright)")
