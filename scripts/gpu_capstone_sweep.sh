@@ -28,7 +28,7 @@ PY="${PYTHON:-python3}"
     rm -rf /tmp/kernels-head && cp -r kernels /tmp/kernels-head
     cp .out/gemm_head.cu /tmp/kernels-head/capstone/gemm.cu
     PTXLAB_KERNELS_DIR=/tmp/kernels-head "$PY" -m ptxlab.bench.tune --out "$OUT_DIR/head" \
-      --skip peak cublas peer ncu transpose --only "128x256x64 w2x4 s3"
+      --skip peak cublas peer ncu --only "128x256x64 w2x4 s3"
   fi
   "$PY" -m ptxlab.bench.tune --out "$OUT_DIR" "$@"
 } 2>&1 | tee "$OUT_DIR/sweep.log"

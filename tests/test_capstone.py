@@ -39,7 +39,7 @@ def test_every_candidate_fits_in_shared_memory_and_has_its_own_label():
         assert cfg.smem_bytes <= 227 * 1024 // cfg.min_blocks, cfg.label
     labels = [(c.label, c.variant) for c in cases.candidate_configs()]
     assert len(set(labels)) == len(labels)
-    assert GEMM_CANDIDATES[0] == GEMM_BEST
+    assert GEMM_BEST in GEMM_CANDIDATES
 
 
 def test_persistent_grid_is_one_block_per_sm_at_most_one_per_tile():

@@ -100,6 +100,14 @@ static __device__ __forceinline__ void mma_f16_f32(float (&d)[4], const u32 (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Bytes of {b, a} picked by the four selector nibbles (prmt): byte_perm(a, b, 0x5410) is the low
+// half of a, then the low half of b.
+static __device__ __forceinline__ u32 byte_perm(u32 a, u32 b, u32 sel) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
 // Two f32 -> one register of two f16 (round to nearest even); `lo` lands in the low half.
 static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
     u32 r;

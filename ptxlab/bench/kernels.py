@@ -113,17 +113,17 @@ GEMM_SMALL = GemmConfig(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=2)
 #: Every configuration the tile sweep (``python -m ptxlab.bench.tune``) measures, and so every one
 #: ``GEMM_BEST`` can become; CI runs each on the CPU model (tests/test_capstone.py).
 GEMM_CANDIDATES = (
-    GEMM_BEST,
-    GEMM_BEST.replace(persistent=True),
-    GEMM_BEST.replace(persistent=True, epi_overlap=True),
-    GEMM_BEST.replace(persistent=True, epi_overlap=True, split_copies=True),
-    GEMM_BEST.replace(persistent=True, stages=4, epi_rows=16),
-    GEMM_BEST.replace(persistent=True, bk=32, stages=6, epi_overlap=True),
-    GEMM_BEST.replace(persistent=True, bk=32, stages=4, epi_overlap=True),
-    GEMM_BEST.replace(persistent=True, bk=128, stages=2, epi_rows=16),
-    GEMM_BEST.replace(persistent=True, bm=256, bn=128, warps_m=4, warps_n=2, epi_overlap=True),
-    GEMM_BEST.replace(persistent=True, bn=128, warps_n=2, min_blocks=2, epi_rows=16),
-    GEMM_BEST.replace(persistent=True, epi_overlap=True, group_m=16),
+    GemmConfig(),
+    GemmConfig(persistent=True),
+    GemmConfig(persistent=True, split_copies=True),
+    GemmConfig(persistent=True, stages=4, epi_rows=16),
+    GemmConfig(bk=128, stages=2, epi_rows=16),
+    GemmConfig(persistent=True, bk=128, stages=2, epi_rows=16),
+    GemmConfig(persistent=True, bk=128, stages=2, epi_rows=32),
+    GemmConfig(persistent=True, bk=128, stages=2, epi_rows=16, split_copies=True),
+    GemmConfig(persistent=True, bm=256, bn=128, warps_m=4, warps_n=2, bk=128, stages=2,
+               epi_rows=16),
+    GemmConfig(persistent=True, bn=128, warps_n=2, min_blocks=2, epi_rows=16),
 )
 
 
@@ -172,5 +172,7 @@ TRANSPOSE_BEST = TransposeConfig()
 TRANSPOSE_SMALL = TransposeConfig(tr=32, tc=32, threads=128)
 
 
-def mma_peak_source(chains: int) -> str:
-    return _source({"MMA_PEAK_CHAINS": chains}, "capstone/mma_peak.cu")
+def mma_peak_source(chains: int, vary: bool = False) -> str:
+    """The mma.sync ceiling kernel; ``vary``: operands that change from one mma to the next."""
+    return _source({"MMA_PEAK_CHAINS": chains, "MMA_PEAK_VARY": int(vary)},
+                   "capstone/mma_peak.cu")

@@ -191,10 +191,9 @@ def peer_run(kernel, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0) ->
     return rec
 
 
-def peer_sweep(sizes, configs=None, log=print) -> dict:
-    """CUTLASS's GEMM over a sweep of tile configurations at each size: every record, and the
-    fastest correct one per size and B layout. ``measured: False`` and why, where it cannot be
-    built here (no nvcc, no headers) or fails."""
+def peer_kernels(configs=None, log=print) -> tuple[list, dict]:
+    """CUTLASS's GEMM built for each configuration (:func:`.cutlass_peer.build`): the loaded
+    kernels, and what the peer is built from (``measured: False`` and why, if nothing built)."""
     import time as _time
 
     from . import cutlass_peer
@@ -202,38 +201,79 @@ def peer_sweep(sizes, configs=None, log=print) -> dict:
     configs = list(configs or cutlass_peer.PEER_SWEEP)
     why = cutlass_peer.problem()
     if why:
-        return {"measured": False, "reason": why}
+        return [], {"measured": False, "reason": why}
     info = cutlass_peer.describe()
     t0 = _time.perf_counter()
     built = cutlass_peer.build(configs)
     info["build_s"] = _time.perf_counter() - t0
-    failed = {cfg.label + f" ({cfg.variant})": lib for cfg, lib in built.items()
-              if isinstance(lib, str)}
+    info["build_failed"] = {f"{cfg.label} ({cfg.variant})": lib for cfg, lib in built.items()
+                            if isinstance(lib, str)}
     kernels = [cutlass_peer.PeerKernel(cfg, lib) for cfg, lib in built.items()
                if not isinstance(lib, str)]
     if not kernels:
-        return {"measured": False, "reason": "no CUTLASS configuration built: "
-                + next(iter(failed.values()), "nothing to build"), **info}
+        return [], {"measured": False, **info, "reason": "no CUTLASS configuration built: "
+                    + next(iter(info["build_failed"].values()), "nothing to build")}
     log(f"CUTLASS {info['cutlass_version']} peer: {len(kernels)} configurations built in "
-        f"{info['build_s']:.0f} s ({len(failed)} failed)")
-    runs_, best = [], {}
-    for n in sizes:
-        for kern in kernels:
+        f"{info['build_s']:.0f} s ({len(info['build_failed'])} failed)")
+    return kernels, {"measured": True, **info}
+
+
+def in_rounds(jobs, rounds: int, log=print) -> list[dict]:
+    """Run every job (``(name, size, callable returning a record)``) once per round, round
+    after round, so that slow drift of the clock or temperature over a run falls on every
+    kernel alike; each record gets its ``round``. A job that raises becomes a record with the
+    error, and the others go on."""
+    out = []
+    for r in range(rounds):
+        for name, size, job in jobs:
             try:
-                rec = peer_run(kern, n, n, n)
-            except Exception as exc:  # keep sweeping; record why
-                rec = {"kernel": "cutlass", "config": kern.cfg.label, "variant": kern.cfg.variant,
-                       "m": n, "error": f"{type(exc).__name__}: {exc}"}
-                log(f"CUTLASS {kern.cfg.label} [{kern.cfg.variant}] {n}^3: {rec['error']}")
-            else:
-                log(f"CUTLASS {kern.cfg.label} [{kern.cfg.variant}] {n}^3: "
-                    f"{rec['tflops']:.1f} TFLOP/s, rel. error {rec['rel_error_vs_fp32']:.2e}")
-                key = f"{n}|{kern.cfg.variant}"
-                if rec["correct"] and rec["tflops"] > best.get(key, {}).get("tflops", 0):
-                    best[key] = rec
-            runs_.append(rec)
-    return {"measured": True, **info, "build_failed": failed, "runs": runs_,
-            "best": list(best.values())}
+                rec = job()
+            except Exception as exc:  # keep measuring; record why
+                rec = {"config": name, "m": size, "error": f"{type(exc).__name__}: {exc}"}
+            rec["round"] = r
+            out.append(rec)
+            log(rec)
+    return out
+
+
+def merge_rounds(records: list[dict]) -> list[dict]:
+    """One record per kernel, configuration, variant and size: the first round's record with
+    ``tflops`` the median over rounds (``tflops_rounds`` lists them), ``correct`` only if every
+    round was correct."""
+    import statistics
+
+    groups: dict[tuple, list[dict]] = {}
+    for rec in records:
+        if "error" in rec:
+            continue
+        key = (rec.get("kernel"), rec.get("config"), rec.get("variant"), rec["m"])
+        groups.setdefault(key, []).append(rec)
+    merged = []
+    for recs in groups.values():
+        first = dict(recs[0])
+        rates = [r["tflops"] for r in recs]
+        first["tflops_rounds"] = rates
+        first["tflops"] = statistics.median(rates)
+        first["correct"] = all(r.get("correct", True) for r in recs)
+        for key in ("nvml_sm_clock_mhz", "nvml_power_w", "nvml_power_capped"):
+            vals = [r[key] for r in recs if r.get(key) is not None]
+            if vals:
+                first[key] = statistics.median(vals)
+        first.pop("round", None)
+        merged.append(first)
+    return merged
+
+
+def best_by(records: list[dict], kernel: str) -> list[dict]:
+    """The fastest correct record of ``kernel`` per size and variant."""
+    best: dict[tuple, dict] = {}
+    for r in records:
+        if r.get("kernel") != kernel or not r.get("correct"):
+            continue
+        key = (r["m"], r["variant"])
+        if r["tflops"] > best.get(key, {}).get("tflops", 0):
+            best[key] = r
+    return list(best.values())
 
 
 def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int = 3) -> dict:
@@ -256,19 +296,26 @@ def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int = 3) ->
 
 
 def mma_peak_run(chains_options=(4, 8, 12), threads_options=(128, 256),
-                 blocks_per_sm_options=(2, 4, 8), iters: int = 4096) -> dict:
+                 blocks_per_sm_options=(2, 4, 8), iters: int = 4096, vary: bool = False) -> dict:
     """Register-only mma.sync.m16n8k16 f16->f32 rate: the best over a few launch shapes.
 
     Each trial also reports the SM clock its last launch ran at (from the kernel's own clock64
-    and globaltimer readings), since the ceiling moves with it.
+    and globaltimer readings), since the ceiling moves with it. ``vary``: the operands change
+    from one mma to the next and hold random normal f16 values, as a GEMM's do (the tensor
+    core's power, and so the clock under the board's power limit, depends on the data); else
+    each lane repeats one small positive value.
     """
     cp = cupy_module()
     sms = device_info()["multiprocessors"]
-    seed = cp.asarray(np.random.default_rng(7).integers(0x3000, 0x3C00, 192, dtype=np.uint32)
-                      * np.uint32(0x10001))   # small positive f16 pairs
+    rng = np.random.default_rng(7)
+    if vary:
+        seed = cp.asarray(rng.standard_normal(384).astype(np.float16).view(np.uint32))
+    else:
+        seed = cp.asarray(rng.integers(0x3000, 0x3C00, 192, dtype=np.uint32)
+                          * np.uint32(0x10001))   # small positive f16 pairs
     trials = []
     for chains in chains_options:
-        kern = compile_kernel(mma_peak_source(chains), "mma_peak")
+        kern = compile_kernel(mma_peak_source(chains, vary), "mma_peak")
         for threads in threads_options:
             for per_sm in blocks_per_sm_options:
                 blocks = sms * per_sm
@@ -286,7 +333,8 @@ def mma_peak_run(chains_options=(4, 8, 12), threads_options=(128, 256),
                                "tflops": flops / (t.median_ms * 1e-3) / 1e12,
                                "sm_clock_mhz": _sm_clock_mhz(cp.asnumpy(clocks))})
     best = max(trials, key=lambda r: r["tflops"])
-    return {"kernel": "mma_peak", "tflops": best["tflops"], "best": best, "trials": trials}
+    return {"kernel": "mma_peak", "vary": vary, "tflops": best["tflops"], "best": best,
+            "trials": trials}
 
 
 def _sm_clock_mhz(clocks: np.ndarray) -> float | None:
