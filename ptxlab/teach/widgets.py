@@ -1,7 +1,8 @@
-"""Interactive views for the notebooks: a per-lane address table and a fragment map.
+"""Interactive views for the notebooks: a per-lane address table, a fragment map, a bank view,
+and a player that steps a picture lane by lane.
 
-Both redraw as soon as a control changes or the learner types a formula, and colour the lanes
-whose formula disagrees with the layout red. All layout knowledge comes from
+The first three redraw as soon as a control changes or the learner types a formula, and colour
+the lanes whose formula disagrees with the layout red. All layout knowledge comes from
 :mod:`ptxlab.model.layouts` (through :mod:`ptxlab.teach.exercises.tiles` for where matrices sit
 in a tile); all drawing from :mod:`ptxlab.teach.render`. The computing parts (``rows()``,
 ``wrong_cells()``) work without ipywidgets, which keeps them testable and lets the HTML be
