@@ -322,6 +322,8 @@ _CASTS = {"static_cast", "reinterpret_cast", "const_cast", "dynamic_cast"}
 _STOP = {";", ",", "?", ":", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=",
          "return", "{", "}"}
 _BARRIERS = ("__syncthreads", "__syncwarp", "block_sync")
+#: Words followed by a parenthesis that are not calls whose arguments could be swapped.
+_NOT_CALLS = {"asm", "volatile", "if", "for", "while", "switch", "return", "sizeof"}
 
 
 @dataclass(frozen=True)
@@ -471,7 +473,7 @@ def _kernel_edits(source: str) -> Iterator[tuple[int, int, str, str]]:
                             yield t.start, end, new, f"`{here}` -> `{new}`"
             yield t.start, end, f"({here} + 1)", f"off by one: `{here}` -> `{here} + 1`"
         if t.kind == "ident" and i + 1 < len(toks) and toks[i + 1].text == "(" \
-                and t.text not in _CASTS and t.text not in ("asm", "volatile"):
+                and t.text not in _CASTS and t.text not in _NOT_CALLS:
             yield from _argument_swaps(source, toks, i + 1)
 
 
