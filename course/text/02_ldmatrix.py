@@ -31,16 +31,23 @@ from ptxlab.exercises import ldmatrix as ex
 print(backends.describe())
 
 # %% [markdown]
-# ## Who gives the addresses
+# ## Who gives the addresses, who receives the row
 #
-# The table is `ptxlab.layouts.row_address_lanes(num)`: the lane whose address is used for
-# row `r` of matrix `i`. With `.x1` and `.x2` the higher lanes' addresses are ignored (on
-# sm_75 they must still be valid; copying the lower lanes' addresses is the usual trick).
+# The picture follows one row at a time (press play, or drag the slider): the lane whose
+# address starts the row, the row in shared memory, and the four lanes that receive its eight
+# elements. Lanes `8i .. 8i+7` address the rows of matrix `i`
+# (`ptxlab.layouts.row_address_lanes(num)`); with `.x1` and `.x2` the higher lanes' addresses
+# are ignored.
+#
+# <details><summary>Older GPUs and the ignored lanes</summary>
+#
+# On sm_75 the ignored lanes' addresses must still be valid shared addresses; copying the lower
+# lanes' addresses (`lane % 8` for `.x1`, `lane % 16` for `.x2`) is the usual trick, and it is
+# harmless on newer GPUs.
+# </details>
 
 # %%
-for num in (1, 2, 4):
-    print(f".x{num}:", {f"matrix {i}": f"lanes {l[0]}-{l[-1]}"
-                        for i, l in enumerate(layouts.row_address_lanes(num).tolist())})
+widgets.LanePlayer.rows(num=4)
 
 # %% [markdown]
 # ## A live load: `.x1`

@@ -57,8 +57,19 @@ render.side_by_side(
 
 # %% [markdown]
 # Lane 0 now holds `0` and `8`: elements (0, 0) and (1, 0), the top of **column** 0. The four
-# lanes of a group share a stored column instead of a stored row. Compare both layouts in the
-# fragment map (tick `.trans`).
+# lanes of a group share a stored column instead of a stored row. Step through the rows: the
+# addresses are given exactly as without `.trans`, but each stored row now lands in one
+# *column* of the fragment, one element in each of eight lanes.
+
+# %%
+widgets.LanePlayer.rows(num=2, trans=True)
+
+# %% [markdown]
+# <details><summary>Both layouts side by side, lane by lane</summary>
+#
+# The fragment map below draws the stored matrices coloured by receiving lane; tick `.trans`
+# to compare the two layouts, pick a lane to see what it holds.
+# </details>
 
 # %%
 widgets.FragmentMap(num=2, trans=True, lane=1)

@@ -37,19 +37,23 @@ print(backends.describe())
 # %% [markdown]
 # ## Which GPUs have it
 #
+# `stmatrix` needs Hopper (**sm_90**); on an older GPU a kernel that uses it runs on the CPU
+# model instead, and every result says where it ran (`res.device`).
+#
+# <details><summary>Why, and what the compiler says</summary>
+#
 # `ldmatrix` and `movmatrix` arrived with Turing (sm_75), `mma.m16n8k16` with Ampere (sm_80),
-# but `stmatrix` only with Hopper (**sm_90**). Older GPUs do not have it at all: compiling a
-# kernel that uses it for an sm_80 target (an A100; an RTX 30xx, sm_86, alike) stops in the
-# PTX assembler with
+# but `stmatrix` only with Hopper. Compiling a kernel that uses it for an sm_80 target (an
+# A100; an RTX 30xx, sm_86, alike) stops in the PTX assembler with
 #
 # ```
 # error   : Feature 'stmatrix' requires .target sm_90 or higher
 # ```
 #
 # The course asks, before each launch, which instructions a kernel uses
-# (`gpu.required_compute_capability`) and which GPU is here. A kernel that the GPU cannot
-# compile runs on the CPU model instead, and every result says where it ran (`res.device`).
-# On such a GPU, kernels without `stmatrix` still run on the GPU.
+# (`gpu.required_compute_capability`) and which GPU is here. On such a GPU, kernels without
+# `stmatrix` still run on the GPU.
+# </details>
 
 # %%
 status = gpu.status()
@@ -100,11 +104,11 @@ render.side_by_side(
 # %% [markdown]
 # Row 1 of the tile was *addressed* by lane 1 but *supplied* by lanes 4-7. That gap between
 # the lane that gives an address and the lanes that give the data is the whole difficulty of
-# `stmatrix`, as it was for `ldmatrix`. The address table shows both for every lane (the last
-# column says whose registers fill the row the lane points at):
+# `stmatrix`, as it was for `ldmatrix`. Step through the rows of an `.x2` store: for each, the
+# lane that gives its address and the four lanes whose registers fill it.
 
 # %%
-widgets.AddressTable("base + (lane % 8) * stride", num=1, stride=16, instruction="stmatrix")
+widgets.LanePlayer.rows(num=2, instruction="stmatrix")
 
 # %% [markdown]
 # And `stmatrix` really undoes `ldmatrix`: load four matrices from scattered rows, store them
