@@ -90,7 +90,7 @@ def test_capstone_kernels_on_cpu_model(index):
     _run_on_cpu(cases.kernel_cases(np.random.default_rng(100 + index))[index])
 
 
-@pytest.mark.parametrize("index", range(7))
+@pytest.mark.parametrize("index", range(8))
 def test_gemm_options_on_cpu_model(index):
     _run_on_cpu(cases.feature_cases(np.random.default_rng(200 + index))[index])
 

@@ -63,6 +63,9 @@
 #ifndef GEMM_EPI_OVERLAP
 #define GEMM_EPI_OVERLAP 0       // 1: a tile's stores issue during the next tile's first k-tile
 #endif
+#ifndef GEMM_MMA_ORDER
+#define GEMM_MMA_ORDER 0         // 0: m16 rows outer (A reused); 1: n8 columns outer, rows snake
+#endif
 
 namespace gemm {
 
@@ -228,13 +231,26 @@ __device__ __forceinline__ void load_fragments(u32 (&af)[MT][4], u32 (&bf)[NT / 
     }
 }
 
+// The mma.sync of one k-step over the warp tile. Order 0 keeps an A fragment for a whole row of
+// n8 tiles; order 1 keeps a B fragment for a column of m16 tiles and walks the rows down and up
+// (consecutive mma share an operand at every turn).
 __device__ __forceinline__ void mma_tile(float (&acc)[MT][NT][4], const u32 (&af)[MT][4],
                                          const u32 (&bf)[NT / 2][4]) {
+#if GEMM_MMA_ORDER == 1
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int ii = 0; ii < MT; ++ii) {
+            const int i = j % 2 ? MT - 1 - ii : ii;
+            mma_f16_f32(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+        }
+#else
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int j = 0; j < NT; ++j)
             mma_f16_f32(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+#endif
 }
 
 // ---- epilogue: registers -> stmatrix -> per-warp staging -> 16-byte stores -----------------

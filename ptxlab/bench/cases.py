@@ -86,12 +86,13 @@ def candidate_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 def feature_cases(rng: np.random.Generator) -> list[KernelCase]:
     """The small 128-thread GEMM with each kernel option on (plain loop, split copies,
-    persistent blocks, staged rows, overlapped stores), over 2x2 tiles and 3 k-tiles (the
+    persistent blocks, staged rows, overlapped stores, mma order), over 2x2 tiles and 3 k-tiles (the
     2-stage ring wraps), with fewer blocks than tiles where persistent."""
     opts = [{"mainloop": 0}, {"split_copies": True}, {"persistent": True},
             {"persistent": True, "epi_rows": 16}, {"persistent": True, "epi_overlap": True},
             {"persistent": True, "epi_overlap": True, "split_copies": True, "b_col": True},
-            {"persistent": True, "out_f32": True, "mainloop": 0, "b_col": True}]
+            {"persistent": True, "out_f32": True, "mainloop": 0, "b_col": True},
+            {"persistent": True, "mma_order": 1, "split_copies": True}]
     return [gemm_case(rng, GEMM_SMALL.replace(**o), 128, 128, 96, sms=3) for o in opts]
 
 

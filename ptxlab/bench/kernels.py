@@ -34,6 +34,7 @@ class GemmConfig:
     persistent: bool = False  # one block per SM (x min_blocks) looping over tiles
     epi_rows: int = 0         # warp-tile rows staged at once in the f16 epilogue (0: all)
     epi_overlap: bool = False  # a tile's stores issue during the next tile's first k-tile
+    mma_order: int = 0        # 0: m16 rows outer (A reused); 1: n8 columns outer, rows snake
     b_col: bool = False       # B stored column-major (N x K) instead of row-major (K x N)
     out_f32: bool = False     # C in fp32 instead of fp16
 
@@ -62,7 +63,7 @@ class GemmConfig:
                  f"mb{self.min_blocks}" if self.min_blocks != 1 else "",
                  "plain" if self.mainloop != 2 else "", "sc" if self.split_copies else "",
                  "p" if self.persistent else "", f"e{self.epi_rows}" if self.epi_rows else "",
-                 "eo" if self.epi_overlap else ""]
+                 "eo" if self.epi_overlap else "", f"o{self.mma_order}" if self.mma_order else ""]
         return (f"{self.bm}x{self.bn}x{self.bk} w{self.warps_m}x{self.warps_n} s{self.stages}"
                 + "".join(" " + e for e in extra if e))
 
@@ -78,7 +79,8 @@ class GemmConfig:
                 "GEMM_STAGES": self.stages, "GEMM_GROUP_M": self.group_m,
                 "GEMM_MIN_BLOCKS": self.min_blocks, "GEMM_MAINLOOP": self.mainloop,
                 "GEMM_SPLIT_COPIES": int(self.split_copies), "GEMM_EPI_ROWS": self.epi_rows,
-                "GEMM_EPI_OVERLAP": int(self.epi_overlap), "GEMM_B_COL": int(self.b_col),
+                "GEMM_EPI_OVERLAP": int(self.epi_overlap), "GEMM_MMA_ORDER": self.mma_order,
+                "GEMM_B_COL": int(self.b_col),
                 "GEMM_OUT_F32": int(self.out_f32)}
 
     def source(self) -> str:
@@ -116,13 +118,14 @@ GEMM_CANDIDATES = (
     GemmConfig(),
     GemmConfig(persistent=True),
     GemmConfig(persistent=True, split_copies=True),
-    GemmConfig(persistent=True, stages=4, epi_rows=16),
+    GemmConfig(persistent=True, split_copies=True, mma_order=1),
+    GemmConfig(persistent=True, mma_order=1),
+    GemmConfig(split_copies=True),
+    GemmConfig(persistent=True, stages=4, epi_rows=16, split_copies=True),
+    GemmConfig(persistent=True, bk=32, stages=5, epi_rows=16, split_copies=True),
     GemmConfig(bk=128, stages=2, epi_rows=16),
+    GemmConfig(bk=128, stages=2, epi_rows=16, mma_order=1),
     GemmConfig(persistent=True, bk=128, stages=2, epi_rows=16),
-    GemmConfig(persistent=True, bk=128, stages=2, epi_rows=32),
-    GemmConfig(persistent=True, bk=128, stages=2, epi_rows=16, split_copies=True),
-    GemmConfig(persistent=True, bm=256, bn=128, warps_m=4, warps_n=2, bk=128, stages=2,
-               epi_rows=16),
     GemmConfig(persistent=True, bn=128, warps_n=2, min_blocks=2, epi_rows=16),
 )
 
