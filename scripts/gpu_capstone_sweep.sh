@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The capstone GEMM sweep on a machine with an sm_90 GPU, CuPy, nvcc and ncu, in one run:
 #
-#   1. the GEMM as last committed (.out/gemm_head.cu, when present): the same tile, measured in
-#      this run, so a change is judged against it on the same GPU and clock
-#   2. python -m ptxlab.bench.tune: the mma.sync ceiling, cuBLAS, every GEMM_CANDIDATES
-#      configuration, CUTLASS's GEMM over its tile sweep (headers from an nvidia-cutlass wheel in
-#      .whl/ when nothing else provides them), Nsight Compute profiles of the fastest of each
+#   python -m ptxlab.bench.tune: the mma.sync ceilings, cuBLAS, every GEMM_CANDIDATES
+#   configuration, CUTLASS's GEMM over its tile sweep (headers from an nvidia-cutlass wheel in
+#   .whl/ when nothing else provides them), in interleaved rounds with tune's options (--rounds;
+#   --head FILE adds another version of gemm.cu, e.g. the last committed one, to the same
+#   rounds), then Nsight Compute profiles of the fastest of each
 #
 #   bash scripts/gpu_capstone_sweep.sh OUT_DIR [tune options...]
 #
-# Writes OUT_DIR/tune.json, OUT_DIR/head/tune.json and OUT_DIR/sweep.log.
+# Writes OUT_DIR/tune.json and OUT_DIR/sweep.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:?usage: gpu_capstone_sweep.sh OUT_DIR [tune options]}
@@ -24,11 +24,5 @@ PY="${PYTHON:-python3}"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv,noheader || true
   nvcc --version | tail -n 2 || true
   "$PY" -c 'import cupy; print("CuPy", cupy.__version__)'
-  if [[ -f .out/gemm_head.cu ]]; then
-    rm -rf /tmp/kernels-head && cp -r kernels /tmp/kernels-head
-    cp .out/gemm_head.cu /tmp/kernels-head/capstone/gemm.cu
-    PTXLAB_KERNELS_DIR=/tmp/kernels-head "$PY" -m ptxlab.bench.tune --out "$OUT_DIR/head" \
-      --skip peak cublas peer ncu --only "128x256x64 w2x4 s3"
-  fi
   "$PY" -m ptxlab.bench.tune --out "$OUT_DIR" "$@"
 } 2>&1 | tee "$OUT_DIR/sweep.log"

@@ -63,6 +63,9 @@
 #ifndef GEMM_EPI_OVERLAP
 #define GEMM_EPI_OVERLAP 0       // 1: a tile's stores issue during the next tile's first k-tile
 #endif
+#ifndef GEMM_PERSISTENT
+#define GEMM_PERSISTENT 0        // 1: a block loops over tiles (launched with one per SM)
+#endif
 #ifndef GEMM_MMA_ORDER
 #define GEMM_MMA_ORDER 0         // 0: m16 rows outer (A reused); 1: n8 columns outer, rows snake
 #endif
@@ -183,38 +186,75 @@ __device__ __forceinline__ void advance_plan(CopyPlan& p) {
     p.b_src += p.b_next;
 }
 
-// The producer side of the ring: which k-tile of which block tile it copies next. It runs on
-// from one tile to the next, so the ring never drains between the tiles of a persistent block.
+// The producer side of the ring: what it copies next. Without GEMM_PERSISTENT a block computes
+// one tile and the producer stops after its last k-tile; with it, the producer runs on from one
+// tile of the block into the next, so the ring never drains between them. The next tile's
+// origin is worked out (a division) before the k-loop of the current one, not inside it.
 struct Producer {
     CopyPlan plan;
-    int tile, kt;
+    int left;        // k-tiles of the current tile still to copy
+#if GEMM_PERSISTENT
+    int tile;        // the block tile being copied
+    int next;        // origin of the tile after it, (m0 / BM) << 16 | n0 / BN, or -1: not known
+#endif
 };
 __device__ __forceinline__ void start_tile(Producer& pr, const unsigned short* A,
-                                           const unsigned short* B, int M, int N, int K, int tid) {
-    int m0, n0;
-    tile_origin(pr.tile, M, N, m0, n0);
+                                           const unsigned short* B, int m0, int n0, int N, int K,
+                                           int KT, int tid) {
     pr.plan = make_copy_plan(A, B, m0, n0, N, K, tid);
-    pr.kt = 0;
+    pr.left = KT;
 }
+#if GEMM_PERSISTENT
+// Before the k-loop of block tile `tile`: the origin of the block's next tile, if the producer
+// will move there during this k-loop (it is still copying `tile`).
+__device__ __forceinline__ void plan_next_tile(Producer& pr, int tile, int tiles, int M, int N) {
+    pr.next = -1;
+    if (pr.tile == tile && tile + (int)gridDim.x < tiles) {
+        int m0, n0;
+        tile_origin(tile + gridDim.x, M, N, m0, n0);
+        pr.next = (m0 / BM) << 16 | (n0 / BN);
+    }
+}
+#endif
 // Part `part` of PARTS of the copies of the producer's k-tile into slot `stage` (if any is left).
 template <int PARTS>
-__device__ __forceinline__ void produce_part(u32 smem, int stage, const Producer& pr, int tiles,
-                                             int part) {
-    if (pr.tile < tiles) load_stage_part<PARTS>(smem, stage, pr.plan, part);
+__device__ __forceinline__ void produce_part(u32 smem, int stage, const Producer& pr, int part) {
+    if (pr.left > 0) load_stage_part<PARTS>(smem, stage, pr.plan, part);
 }
-// Commit the k-tile's copies as one group (an empty group past the last tile keeps the count
-// cp.async.wait_group relies on) and move to the next k-tile, or the next tile of this block.
+// Commit the k-tile's copies as one group (an empty group past the last k-tile keeps the count
+// cp.async.wait_group relies on) and move to the next k-tile, or the block's next tile.
 __device__ __forceinline__ void produce_finish(Producer& pr, const unsigned short* A,
                                                const unsigned short* B, int M, int N, int K,
                                                int tiles, int KT, int tid) {
     cp_async_commit();
-    if (pr.tile >= tiles) return;
+    if (pr.left <= 0) return;
     advance_plan(pr.plan);
-    if (++pr.kt == KT) {
+#if GEMM_PERSISTENT
+    if (--pr.left == 0) {
         pr.tile += gridDim.x;
-        if (pr.tile < tiles) start_tile(pr, A, B, M, N, K, tid);
+        if (pr.tile < tiles) {
+            int m0, n0;
+            if (pr.next >= 0) {
+                m0 = (pr.next >> 16) * BM;
+                n0 = (pr.next & 0xffff) * BN;
+            } else {
+                tile_origin(pr.tile, M, N, m0, n0);
+            }
+            pr.next = -1;
+            start_tile(pr, A, B, m0, n0, N, K, KT, tid);
+        }
     }
+#else
+    --pr.left;
+#endif
 }
+
+// The tiles of this block: one, or (persistent) every gridDim.x-th from blockIdx.x.
+#if GEMM_PERSISTENT
+#define FOR_EACH_TILE(tile) for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+#else
+#define FOR_EACH_TILE(tile) for (int tile = blockIdx.x, once_ = 1; once_; once_ = 0)
+#endif
 
 // ldmatrix the A and B fragments of k-step `ks` of the shared tile at `base`.
 __device__ __forceinline__ void load_fragments(u32 (&af)[MT][4], u32 (&bf)[NT / 2][4], u32 base,
@@ -378,11 +418,19 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
     Producer pr;
+    pr.left = 0;
+#if GEMM_PERSISTENT
     pr.tile = blockIdx.x;
-    if (pr.tile < tiles) start_tile(pr, A, B, M, N, K, tid);
+    pr.next = -1;
+#endif
+    if ((int)blockIdx.x < tiles) {
+        int m0, n0;
+        tile_origin(blockIdx.x, M, N, m0, n0);
+        start_tile(pr, A, B, m0, n0, N, K, KT, tid);
+    }
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        produce_part<1>(smem, s, pr, tiles, 0);
+        produce_part<1>(smem, s, pr, 0);
         produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
     }
 #if GEMM_OUT_F32
@@ -410,8 +458,11 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
     int read_stage = 0, write_stage = STAGES - 1;
     u32 base = smem;
     load_fragments(af[0], bf[0], base, 0, a_off, b_off);
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const bool last_tile = tile + (int)gridDim.x >= tiles;
+    FOR_EACH_TILE(tile) {
+        const bool last_tile = !GEMM_PERSISTENT || tile + (int)gridDim.x >= tiles;
+#if GEMM_PERSISTENT
+        plan_next_tile(pr, tile, tiles, M, N);
+#endif
         for (int kt = 0; kt < KT; ++kt) {
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
@@ -425,11 +476,11 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
                     load_fragments(af[(ks + 1) % 2], bf[(ks + 1) % 2], base, (ks + 1) % KS, a_off,
                                    b_off);
 #if GEMM_SPLIT_COPIES
-                if (ks < KS - 1) produce_part<KS - 1>(smem, write_stage, pr, tiles, ks);
+                if (ks < KS - 1) produce_part<KS - 1>(smem, write_stage, pr, ks);
                 if (ks == KS - 2) produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
 #else
                 if (ks == 0) {
-                    produce_part<1>(smem, write_stage, pr, tiles, 0);
+                    produce_part<1>(smem, write_stage, pr, 0);
                     produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
                 }
 #endif
@@ -444,11 +495,11 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
         }
 #else
     int read_stage = 0, write_stage = STAGES - 1;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    FOR_EACH_TILE(tile) {
         for (int kt = 0; kt < KT; ++kt) {
             cp_async_wait<STAGES - 2>();
             block_sync();  // k-tile kt is in shared memory, and every warp is done with kt-1
-            produce_part<1>(smem, write_stage, pr, tiles, 0);  // k-tile kt + STAGES - 1
+            produce_part<1>(smem, write_stage, pr, 0);  // k-tile kt + STAGES - 1
             produce_finish(pr, A, B, M, N, K, tiles, KT, tid);
             const u32 base = smem + read_stage * STAGE_BYTES;
 #pragma unroll
@@ -470,7 +521,8 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
         stage_rows(acc, stage_w, 0, lane);
         warp_sync();
         pending = (u32)origin;
-        if (tile + (int)gridDim.x >= tiles) store_rows(stage_w, Cout + origin, N, lane, 0, EPI_ITERS);
+        if (!GEMM_PERSISTENT || tile + (int)gridDim.x >= tiles)
+            store_rows(stage_w, Cout + origin, N, lane, 0, EPI_ITERS);
 #else
         epilogue(acc, stage_w, Cout + origin, N, lane);
 #endif

@@ -79,6 +79,7 @@ class GemmConfig:
                 "GEMM_STAGES": self.stages, "GEMM_GROUP_M": self.group_m,
                 "GEMM_MIN_BLOCKS": self.min_blocks, "GEMM_MAINLOOP": self.mainloop,
                 "GEMM_SPLIT_COPIES": int(self.split_copies), "GEMM_EPI_ROWS": self.epi_rows,
+                "GEMM_PERSISTENT": int(self.persistent),
                 "GEMM_EPI_OVERLAP": int(self.epi_overlap), "GEMM_MMA_ORDER": self.mma_order,
                 "GEMM_B_COL": int(self.b_col),
                 "GEMM_OUT_F32": int(self.out_f32)}
@@ -116,15 +117,13 @@ GEMM_SMALL = GemmConfig(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=2)
 #: ``GEMM_BEST`` can become; CI runs each on the CPU model (tests/test_capstone.py).
 GEMM_CANDIDATES = (
     GemmConfig(),
-    GemmConfig(persistent=True),
-    GemmConfig(persistent=True, split_copies=True),
-    GemmConfig(persistent=True, split_copies=True, mma_order=1),
-    GemmConfig(persistent=True, mma_order=1),
     GemmConfig(split_copies=True),
-    GemmConfig(persistent=True, stages=4, epi_rows=16, split_copies=True),
-    GemmConfig(persistent=True, bk=32, stages=5, epi_rows=16, split_copies=True),
+    GemmConfig(stages=4, epi_rows=16, split_copies=True),
     GemmConfig(bk=128, stages=2, epi_rows=16),
     GemmConfig(bk=128, stages=2, epi_rows=16, mma_order=1),
+    GemmConfig(bk=128, stages=2, epi_rows=16, split_copies=True),
+    GemmConfig(persistent=True),
+    GemmConfig(persistent=True, split_copies=True),
     GemmConfig(persistent=True, bk=128, stages=2, epi_rows=16),
     GemmConfig(persistent=True, bn=128, warps_n=2, min_blocks=2, epi_rows=16),
 )

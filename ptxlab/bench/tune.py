@@ -42,6 +42,22 @@ def _peak_line(name: str, peak: dict) -> str:
             f"power-capped {b.get('nvml_power_capped') or 0:.0%})")
 
 
+def _head_config(text: str):
+    """A GemmConfig class whose kernel is ``text`` (another version of gemm.cu) instead of
+    kernels/capstone/gemm.cu; its label ends in "head"."""
+    from .kernels import GemmConfig
+
+    class HeadConfig(GemmConfig):
+        def source(self) -> str:
+            return super().source().replace('#include "capstone/gemm.cu"', text)
+
+        @property
+        def label(self) -> str:
+            return super().label + " head"
+
+    return HeadConfig
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", type=Path, required=True)
@@ -53,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="labels of our configurations to measure (default: all candidates)")
     p.add_argument("--peer-only", nargs="*", default=None,
                    help="labels of CUTLASS configurations to measure (default: the sweep)")
+    p.add_argument("--head", type=Path, default=None,
+                   help="another version of gemm.cu (e.g. the last committed one), measured in "
+                        "the same rounds with the first candidate's tile")
     args = p.parse_args(argv)
     from . import cutlass_peer, gemm_profile, runs
     from .cases import candidate_configs
@@ -90,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             for cfg in candidate_configs():
                 if not args.only or cfg.label in args.only:
                     jobs.append((cfg.label, n, lambda cfg=cfg, n=n: runs.gemm_run(cfg, n, n, n)))
+    if args.head is not None:
+        head = _head_config(args.head.read_text())(**candidate_configs()[0].as_dict())
+        for n in args.sizes:
+            jobs.append((head.label, n, lambda n=n: runs.gemm_run(head, n, n, n)))
     if peer_build is not None:
         kernels, out["peer"] = peer_build.result()
         for n in args.sizes:
@@ -108,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if "ncu" not in args.skip:
         picks = []
-        best_ours = [r for r in runs.best_by(out["gemm"], "gemm")
+        best_ours = [r for r in runs.best_by([g for g in out["gemm"]
+                                              if not g["config"].endswith("head")], "gemm")
                      if r["m"] == args.ncu_size and r["variant"] == "B row-major, f16 out"]
         if best_ours:
             picks.append(GemmConfig(**best_ours[0]["params"]))
