@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import glob
 import hashlib
 import os
@@ -226,23 +227,39 @@ def cache_dir() -> Path:
     return Path(base) / "ptxlab"
 
 
+def _folder_signature(folder: Path) -> str:
+    """Size and mtime of every header under ``folder`` (the first 2000)."""
+    h = hashlib.sha256()
+    count = 0
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in (".cuh", ".h", ".hpp", ".cu", ".inc") and path.is_file():
+            st = path.stat()
+            h.update(f"{path}:{st.st_size}:{st.st_mtime_ns};".encode())
+            count += 1
+            if count > 2000:
+                break
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _toolkit_signature(folder: str) -> str:
+    """A CUDA toolkit's header folder does not change while a process runs: its signature (two
+    thousand headers, most of a cache hit's cost) is taken once per process."""
+    return _folder_signature(Path(folder))
+
+
 def _include_signature(options: tuple[str, ...]) -> str:
     """Size and mtime of every header under the user's ``-I`` folders, so edits invalidate."""
     h = hashlib.sha256()
+    toolkit = set(cuda_include_dirs())
     for opt in options:
         if not opt.startswith("-I") or len(opt) <= 2:
             continue
         folder = Path(opt[2:])
-        if not folder.is_dir():
-            continue
-        count = 0
-        for path in sorted(folder.rglob("*")):
-            if path.suffix in (".cuh", ".h", ".hpp", ".cu", ".inc") and path.is_file():
-                st = path.stat()
-                h.update(f"{path}:{st.st_size}:{st.st_mtime_ns};".encode())
-                count += 1
-                if count > 2000:
-                    break
+        if opt[2:] in toolkit:
+            h.update(_toolkit_signature(opt[2:]).encode())
+        elif folder.is_dir():
+            h.update(_folder_signature(folder).encode())
     return h.hexdigest()
 
 
