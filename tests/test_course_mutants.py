@@ -3,7 +3,7 @@ notebook's visible check and then fail the hidden tests (an escape), and the har
 
 ``test_no_mutant_escapes`` runs the whole harness (``ptxlab.teach.mutants``, as
 ``scripts/course_mutants.py`` does for the report, without the extra evidence seeds): every
-solution cell of ``course/text/*.py``, a fixed sample of each kernel exercise's mutants.
+mutant of every solution cell of ``course/text/*.py``.
 """
 from __future__ import annotations
 
@@ -17,13 +17,32 @@ from ptxlab.teach.exercises.base import ChoiceExercise, FunctionExercise
 from ptxlab.teach.exercises.kernel_exercise import KernelExercise
 
 
+#: Escapes in an exercise whose module is being reworked elsewhere (``ldmatrix_trans``), as
+#: ``(exercise key, the mutant's new line)``: the tile sits at shared address 1024, and no
+#: visible row stride (8, 24) reaches bit 10 of it; a visible stride of 40 kills both. A listed
+#: escape that is gone fails too, so the list only shrinks; any other escape fails.
+KNOWN_ESCAPES: set[tuple[str, str]] = {
+    ("ldmatrix_trans.block_load_kernel",
+     "+ const unsigned row_addr = tile_base ^ (lane % 16) * sld * 2;"),
+    ("ldmatrix_trans.block_load_kernel",
+     "+ const unsigned row_addr = tile_base | (lane % 16) * sld * 2;"),
+}
+
+
 def assert_no_escapes(results: list[mutants.ExerciseResult]) -> None:
-    """Fail on any escape, naming each with its line, its diff and what the hidden check said."""
-    found = [f"{r.key} (course/text/{r.notebook}.py line {o.line}, {o.operator}):\n    "
-             + "\n    ".join(o.diff) + "\n    hidden: " + o.hidden_says.replace("\n", "\n    ")
-             for r in results for o in r.escapes]
-    assert not found, f"{len(found)} mutants pass the visible check and fail the hidden " \
-                      "tests:\n" + "\n".join(found)
+    """Fail on any escape not in :data:`KNOWN_ESCAPES`, naming each with its line, its diff and
+    what the hidden check said; fail too on a known escape that is gone (every mutant of its
+    exercise was run and it did not escape)."""
+    found = {(r.key, " ".join(d for d in o.diff if d.startswith("+"))): (r, o)
+             for r in results for o in r.escapes}
+    new = [f"{r.key} (course/text/{r.notebook}.py line {o.line}, {o.operator}):\n    "
+           + "\n    ".join(o.diff) + "\n    hidden: " + o.hidden_says.replace("\n", "\n    ")
+           for key, (r, o) in found.items() if key not in KNOWN_ESCAPES]
+    assert not new, f"{len(new)} mutants pass the visible check and fail the hidden tests:\n" \
+                    + "\n".join(new)
+    complete = {r.key for r in results if not r.sampled}
+    gone = sorted(k for k in KNOWN_ESCAPES - set(found) if k[0] in complete)
+    assert not gone, f"these no longer escape, take them off KNOWN_ESCAPES: {gone}"
 
 
 def test_no_mutant_escapes():
@@ -78,6 +97,17 @@ def test_an_escape_fails_the_course_test():
     # the course test names a planted escape with its diff and the hidden check's words
     res = mutants.run_cell(_toy_cell(_toy(range(8)), TOY_SOLUTION), evidence=False)
     with pytest.raises(AssertionError, match=r"(?s)toy\.mod8 .*\+ return x\n *hidden: \(self"):
+        assert_no_escapes([res])
+
+
+def test_a_known_escape_that_is_gone_fails(monkeypatch):
+    # once the visible cases kill a listed escape, the list must shrink
+    res = mutants.run_cell(_toy_cell(_toy(range(16)), TOY_SOLUTION), evidence=False)
+    monkeypatch.setitem(globals(), "KNOWN_ESCAPES", {("toy.mod8", "+ return x")})
+    with pytest.raises(AssertionError, match="take them off KNOWN_ESCAPES"):
+        assert_no_escapes([res])
+    res = mutants.run_cell(_toy_cell(_toy(range(8)), TOY_SOLUTION), evidence=False)
+    with pytest.raises(AssertionError, match=r"\+ return x % 16"):     # listed: not reported
         assert_no_escapes([res])
 
 
