@@ -87,8 +87,9 @@ JUDGEMENTS: tuple[tuple[str, str, str, str], ...] = (
     (r"mma\.b_fragment", r"`32` -> `33`", r"",
      "equivalent: 33 // bits = 32 // bits for 8, 16 and 32 bits"),
     (r"tile_kernel", r"`4` -> `(5|8|16)`", r"",
-     "undefined behaviour that the compiler resolves to the solution: rc and rd have 4 "
-     "elements, so it ends the loop at 4"),
+     "undefined behaviour: rc and rd have 4 elements, and the compiled loop does no step "
+     "past 4 (the CPU model faults on a store past the end of d, and none happens), so the "
+     "output is the solution's; no input can tell"),
     (r"tile_kernel", r"`\*` -> `/`", r"",
      "undefined behaviour (8 / (i / 2) divides by zero for i < 2) that the compiler folds "
      "to the solution's value; no input can tell"),
