@@ -512,7 +512,11 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
             write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
         }
 #endif
-        // ---- this tile's epilogue; the ring keeps filling for the next tile meanwhile ----
+        // ---- this tile's epilogue; persistent, the ring keeps filling for the next tile ----
+#if !GEMM_PERSISTENT
+        cp_async_wait<0>();
+        block_sync();  // every warp is past its last ldmatrix before any stmatrix
+#endif
         int m0, n0;
         tile_origin(tile, M, N, m0, n0);
         const u64 origin = (u64)(m0 + wm * WTM) * N + n0 + wn * WTN;

@@ -18,7 +18,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="N", help="square GEMM sizes M=N=K")
     parser.add_argument("--transpose-sizes", type=int, nargs="+", default=list(TRANSPOSE_SIZES),
                         metavar="N", help="square transpose sizes")
-    parser.add_argument("--no-ncu", action="store_true", help="skip the ncu bank-conflict study")
+    parser.add_argument("--no-ncu", action="store_true",
+                        help="skip Nsight Compute (the GEMM profiles and the bank-conflict study)")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="skip CUTLASS's GEMM (built with nvcc from the CUTLASS headers)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds of ours, CUTLASS and cuBLAS per size (default 3)")
     parser.add_argument("--notes", default="", help="free text added to the report")
 
 
@@ -41,28 +46,30 @@ def gpu_problem() -> str | None:
 
 
 def collect(args: argparse.Namespace, log=print) -> dict:
-    """Every measurement of the report, in one run (ceilings included)."""
+    """Every measurement of the report, in one run (ceilings and peers included).
+
+    Per GEMM size: CUTLASS's sweep once (every configuration), then ``--rounds`` interleaved
+    rounds of our three variants, cuBLAS and CUTLASS's fastest configuration per B layout; the
+    report keeps each kernel's median over the rounds.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from . import bank_study, runs
     from .kernels import GEMM_BEST, TRANSPOSE_BEST
 
     argv = sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]
     res: dict = {"command": " ".join(["ptxlab", "bench", *argv]),
                  "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-                 "device": runs.device_info(), "notes": args.notes}
+                 "device": runs.device_info(), "notes": args.notes, "rounds": args.rounds,
+                 "gemm_config": GEMM_BEST.label}
     log(f"device: {res['device']['name']}  CuPy {res['device']['cupy']}")
+    pool = ThreadPoolExecutor(max_workers=1)   # CUTLASS builds while the ceilings run
+    peer = None if args.no_peer else pool.submit(runs.peer_kernels, None, log)
     res["mma_peak"] = runs.mma_peak_run()
-    log(f"mma.sync ceiling: {res['mma_peak']['tflops']:.1f} TFLOP/s")
-    variants = [GEMM_BEST,
-                GEMM_BEST.__class__(**{**GEMM_BEST.as_dict(), "b_col": True}),
-                GEMM_BEST.__class__(**{**GEMM_BEST.as_dict(), "out_f32": True})]
-    res["gemm"], res["cublas"] = [], []
-    for n in args.gemm_sizes:
-        res["cublas"].append(runs.cublas_run(n, n, n))
-        for cfg in variants:
-            rec = runs.gemm_run(cfg, n, n, n)
-            res["gemm"].append(rec)
-            log(f"GEMM {n}^3 {cfg.variant}: {rec['tflops']:.1f} TFLOP/s, rel. error "
-                f"{rec['rel_error_vs_fp32']:.2e} (cuBLAS {res['cublas'][-1]['tflops']:.1f})")
+    res["mma_peak_vary"] = runs.mma_peak_run(chains_options=(8, 12), threads_options=(128,),
+                                             blocks_per_sm_options=(4, 8), vary=True)
+    log(f"mma.sync ceiling: {res['mma_peak']['tflops']:.1f} TFLOP/s; with changing random "
+        f"operands {res['mma_peak_vary']['tflops']:.1f}")
     res["transpose"], res["copy"], res["cupy_transpose"] = [], [], []
     for n in args.transpose_sizes:
         res["copy"].append(runs.copy_run(n * n * 2))
@@ -71,15 +78,57 @@ def collect(args: argparse.Namespace, log=print) -> dict:
         res["transpose"].append(rec)
         log(f"transpose {n}^2: {rec['tbps']:.3f} TB/s (copy {res['copy'][-1]['tbps']:.3f}, "
             f"cupy {res['cupy_transpose'][-1]['tbps']:.3f}), mismatches {rec['mismatches']}")
+    kernels = []
+    if peer is None:
+        res["peer"] = {"measured": False, "reason": "--no-peer given"}
+    else:
+        kernels, res["peer"] = peer.result()
+    variants = [GEMM_BEST, GEMM_BEST.replace(b_col=True), GEMM_BEST.replace(out_f32=True)]
+    records, sweep = [], []
+    for n in args.gemm_sizes:
+        best = {}
+        for kern in kernels:   # CUTLASS's sweep at this size
+            rec = runs.in_rounds([(kern.cfg.label, n, lambda k=kern: runs.peer_run(k, n, n, n))],
+                                 1, log=lambda r: None)[0]
+            rec.pop("round", None)
+            sweep.append(rec)
+            if rec.get("correct") and rec["tflops"] > best.get(rec["variant"], (0, None))[0]:
+                best[rec["variant"]] = (rec["tflops"], kern)
+        jobs = [("cublas", n, lambda: runs.cublas_run(n, n, n))]
+        jobs += [(cfg.label, n, lambda cfg=cfg: runs.gemm_run(cfg, n, n, n)) for cfg in variants]
+        jobs += [(k.cfg.label, n, lambda k=k: runs.peer_run(k, n, n, n)) for _, k in best.values()]
+        records += runs.in_rounds(jobs, args.rounds, log=lambda r: log(_record_line(r)))
+    merged = runs.merge_rounds(records)
+    res["gemm"] = [r for r in merged if r.get("kernel") == "gemm"]
+    res["cublas"] = [r for r in merged if r.get("kernel") == "cublas"]
+    res["cutlass"] = [r for r in merged if r.get("kernel") == "cutlass"]
+    res["cutlass_sweep"] = sweep
+    res["gemm_rounds"] = records
     if args.no_ncu:
-        res["gemm_profile"] = {"measured": False, "reason": "--no-ncu given"}
+        res["gemm_profile"] = [{"measured": False, "reason": "--no-ncu given"}]
         res["bank_study"] = {"measured": False, "reason": "--no-ncu given",
                              "rows": [{"predicted": p} for p in bank_study.predictions()]}
     else:
         from . import gemm_profile
-        res["gemm_profile"] = gemm_profile.measure(GEMM_BEST, max(args.gemm_sizes))
+        size = max(args.gemm_sizes)
+        res["gemm_profile"] = [gemm_profile.measure(GEMM_BEST, size)]
+        peer_best = [r for r in runs.best_by(res["cutlass"], "cutlass")
+                     if r["m"] == size and r["variant"] == GEMM_BEST.variant]
+        if peer_best:
+            from .cutlass_peer import PeerConfig
+            res["gemm_profile"].append(gemm_profile.measure(PeerConfig(**peer_best[0]["params"]),
+                                                            size))
         res["bank_study"] = bank_study.measure()
     return res
+
+
+def _record_line(r: dict) -> str:
+    if "error" in r:
+        return f"  {r.get('config')} {r.get('m')}^3: FAILED {r['error'][:200]}"
+    err = f", rel. error {r['rel_error_vs_fp32']:.2e}" if "rel_error_vs_fp32" in r else ""
+    clock = f", {r['nvml_sm_clock_mhz']:.0f} MHz" if r.get("nvml_sm_clock_mhz") else ""
+    return (f"  round {r.get('round', 0)}: {r.get('kernel')} {r.get('config', '')} "
+            f"[{r.get('variant')}] {r['m']}^3: {r['tflops']:.1f} TFLOP/s{err}{clock}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -214,8 +214,14 @@ def comparison_rows(res: dict) -> list[dict]:
     rows = []
     cublas = {r["m"]: r["tflops"] for r in res.get("cublas", [])}
     peak = (res.get("mma_peak") or {}).get("tflops")
+    peer: dict = {}
+    for r in res.get("cutlass", []):   # CUTLASS's fastest configuration per size and variant
+        key = (r["m"], r["variant"])
+        if r.get("correct") and r["tflops"] > peer.get(key, {}).get("tflops", 0):
+            peer[key] = r
     for r in res.get("gemm", []):
         cb = cublas.get(r["m"])
+        cu = peer.get((r["m"], r["variant"]))
         rows.append({
             "what": f"GEMM {r['variant']}", "size": f"{r['m']}^3",
             "ours": f"{r['tflops']:.0f} TFLOP/s",
@@ -223,6 +229,8 @@ def comparison_rows(res: dict) -> list[dict]:
             "ratio1": r["tflops"] / cb if cb else None,
             "ref2": f"mma.sync ceiling {peak:.0f} TFLOP/s" if peak else "-",
             "ratio2": r["tflops"] / peak if peak else None,
+            "ref3": f"CUTLASS {cu['tflops']:.0f} TFLOP/s" if cu else "-",
+            "ratio3": r["tflops"] / cu["tflops"] if cu else None,
             "correct": bool(r.get("correct")),
         })
     copies = {r["bytes"]: r["tbps"] for r in res.get("copy", [])}
@@ -265,11 +273,13 @@ class PerformanceView:
     def __str__(self) -> str:
         lines = [self.note, ""]
         lines.append(f"{'kernel':<46} {'size':>8} {'ours':>14}  {'reference':<22} {'ratio':>5}  "
-                     f"{'second reference':<30} {'ratio':>5}")
+                     f"{'second reference':<30} {'ratio':>5}  {'mma.sync peer':<22} {'ratio':>5}")
         for r in self.rows:
             lines.append(f"{r['what']:<46} {r['size']:>8} {r['ours']:>14}  {r['ref1']:<22} "
                          f"{self._ratio(r['ratio1']):>5}  {r['ref2']:<30} "
-                         f"{self._ratio(r['ratio2']):>5}" + ("" if r["correct"] else "  WRONG"))
+                         f"{self._ratio(r['ratio2']):>5}  {r.get('ref3', '-'):<22} "
+                         f"{self._ratio(r.get('ratio3')):>5}"
+                         + ("" if r["correct"] else "  WRONG"))
         if self.images:
             lines.append("plots: " + ", ".join(str(p) for p in self.images))
         return "\n".join(lines)
@@ -281,11 +291,12 @@ class PerformanceView:
                '<table style="border-collapse:collapse;font-size:12px">', "<tr>"]
         out += [f'<th style="padding:2px 8px;text-align:left">{h}</th>' for h in
                 ("kernel", "size", "ours", "reference", "ratio", "second reference", "ratio",
-                 "correct")]
+                 "mma.sync peer (CUTLASS)", "ratio", "correct")]
         out.append("</tr>")
         for r in self.rows:
             cells = (r["what"], r["size"], r["ours"], r["ref1"], self._ratio(r["ratio1"]),
-                     r["ref2"], self._ratio(r["ratio2"]), "yes" if r["correct"] else "NO")
+                     r["ref2"], self._ratio(r["ratio2"]), r.get("ref3", "-"),
+                     self._ratio(r.get("ratio3")), "yes" if r["correct"] else "NO")
             out.append("<tr>" + "".join(f'<td style="padding:2px 8px">{render.escape(c)}</td>'
                                         for c in cells) + "</tr>")
         out.append("</table>")

@@ -8,27 +8,55 @@ GEMM_TARGET_SIZES = (4096, 8192)
 TRANSPOSE_TARGET_SIZES = (8192, 16384)
 TARGET_VS_MMA_PEAK = 0.80
 TARGET_VS_CUBLAS = 0.50
+TARGET_VS_CUTLASS = 1.0
 TARGET_VS_COPY = 0.80
 
 
-def summary_rows(res: dict) -> list[dict]:
-    """One row per (kernel, size): ours, the ceiling, the ratio, and whether the target holds."""
+def _peer_best(res: dict) -> dict:
+    """CUTLASS's record per (size, variant): the fastest correct configuration of the run."""
+    best: dict = {}
+    for r in res.get("cutlass", []):
+        key = (r["m"], r["variant"])
+        if r.get("correct") and r["tflops"] > best.get(key, {}).get("tflops", 0):
+            best[key] = r
+    return best
+
+
+def gemm_rows(res: dict) -> list[dict]:
+    """One row per GEMM variant and size: ours, the ceilings, cuBLAS and CUTLASS, the SM clock
+    while it ran, and (at the target sizes) whether each target holds."""
     rows = []
     peak = res["mma_peak"]["tflops"]
+    vary = (res.get("mma_peak_vary") or {}).get("tflops")
     cublas = {r["m"]: r for r in res["cublas"]}
+    peer = _peer_best(res)
     for r in res["gemm"]:
         size = r["m"]
-        cb = cublas.get(size)
-        row = {"what": f"GEMM {r['variant']}", "size": f"{size}^3", "ours": r["tflops"],
-               "unit": "TFLOP/s", "correct": r["correct"], "error": r["rel_error_vs_fp32"],
+        cb, cu = cublas.get(size), peer.get((size, r["variant"]))
+        row = {"what": f"GEMM {r['variant']}", "size": f"{size}^3", "m": size,
+               "ours": r["tflops"], "unit": "TFLOP/s", "correct": r["correct"],
+               "error": r["rel_error_vs_fp32"], "config": r.get("config"),
                "mma_peak": peak, "vs_mma_peak": r["tflops"] / peak,
+               "mma_peak_vary": vary, "vs_mma_peak_vary": r["tflops"] / vary if vary else None,
                "cublas": cb["tflops"] if cb else None,
-               "vs_cublas": r["tflops"] / cb["tflops"] if cb else None}
+               "vs_cublas": r["tflops"] / cb["tflops"] if cb else None,
+               "cutlass": cu["tflops"] if cu else None,
+               "cutlass_config": cu["config"] if cu else None,
+               "vs_cutlass": r["tflops"] / cu["tflops"] if cu else None,
+               "sm_clock_mhz": r.get("nvml_sm_clock_mhz"),
+               "tflops_rounds": r.get("tflops_rounds")}
         if size in GEMM_TARGET_SIZES:
             row["target_met"] = (row["vs_mma_peak"] >= TARGET_VS_MMA_PEAK and row["vs_cublas"]
                                  is not None and row["vs_cublas"] >= TARGET_VS_CUBLAS
                                  and r["correct"])
+            if cu:
+                row["peer_target_met"] = row["vs_cutlass"] >= TARGET_VS_CUTLASS and r["correct"]
         rows.append(row)
+    return rows
+
+
+def transpose_rows(res: dict) -> list[dict]:
+    rows = []
     copies = {r["bytes"]: r for r in res["copy"]}
     cupy_t = {r["rows"]: r for r in res["cupy_transpose"]}
     for r in res["transpose"]:
@@ -48,43 +76,43 @@ def summary_rows(res: dict) -> list[dict]:
     return rows
 
 
-def _fmt(x, digits=3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, bool):
-        return "yes" if x else "NO"
-    if isinstance(x, float):
-        return f"{x:.{digits}g}" if abs(x) < 1e-2 else f"{x:.{digits}f}".rstrip("0").rstrip(".")
-    return str(x)
+def summary_rows(res: dict) -> list[dict]:
+    """Every row of the report: the GEMM rows, then the transpose rows."""
+    return gemm_rows(res) + transpose_rows(res)
+
+
+def _f(x, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _yes(x) -> str:
+    return "" if x is None else ("met" if x else "**missed**")
 
 
 def table_lines(res: dict) -> list[str]:
-    """The terminal table: ours, the ceiling, the ratio."""
-    out = [f"{'kernel':<44} {'size':>7} {'ours':>9} {'ceiling':>22} {'ratio':>6} "
-           f"{'2nd ref':>24} {'ratio':>6} {'ok':>3}"]
-    for r in summary_rows(res):
-        if r["unit"] == "TFLOP/s":
-            ceil, ratio = f"mma.sync {r['mma_peak']:.0f} TFLOP/s", r["vs_mma_peak"]
-            ref2 = f"cuBLAS {r['cublas']:.0f} TFLOP/s" if r["cublas"] else "-"
-            ratio2 = r["vs_cublas"]
-            ours = f"{r['ours']:.0f}"
-        else:
-            ceil = f"copy {r['copy']:.2f} TB/s" if r["copy"] else "-"
-            ratio = r["vs_copy"]
-            ref2 = f"cupy a.T {r['cupy_transpose']:.3f} TB/s" if r["cupy_transpose"] else "-"
-            ratio2 = r["vs_cupy_transpose"]
-            ours = f"{r['ours']:.2f}"
-        ok = r.get("target_met")
-        out.append(f"{r['what']:<44} {r['size']:>7} {ours:>9} {ceil:>22} "
-                   f"{_fmt(ratio, 2) if ratio else '-':>6} {ref2:>24} "
-                   f"{_fmt(ratio2, 2) if ratio2 else '-':>6} "
-                   f"{'' if ok is None else ('yes' if ok else 'NO'):>3}")
+    """The terminal table: ours, the ceiling, cuBLAS and CUTLASS, with ratios."""
+    out = [f"{'kernel':<30} {'size':>7} {'ours':>6} {'/ceil':>6} {'cuBLAS':>7} {'/cuBLAS':>7} "
+           f"{'CUTLASS':>8} {'/CUTLASS':>8} {'MHz':>5} {'ok':>3} {'80%':>4} {'>=CU':>4}"]
+    for r in gemm_rows(res):
+        out.append(f"{r['what']:<30} {r['size']:>7} {r['ours']:>6.0f} {_f(r['vs_mma_peak']):>6} "
+                   f"{_f(r['cublas'], '{:.0f}'):>7} {_f(r['vs_cublas']):>7} "
+                   f"{_f(r['cutlass'], '{:.0f}'):>8} {_f(r['vs_cutlass']):>8} "
+                   f"{_f(r['sm_clock_mhz'], '{:.0f}'):>5} {'yes' if r['correct'] else 'NO':>3} "
+                   f"{_yes(r.get('target_met')).strip('*'):>4} "
+                   f"{_yes(r.get('peer_target_met')).strip('*'):>4}")
+    for r in transpose_rows(res):
+        out.append(f"{r['what']:<44} {r['size']:>7} {r['ours']:.2f} TB/s, copy "
+                   f"{_f(r['copy'])} ({_f(r['vs_copy'])}), cupy a.T {_f(r['cupy_transpose'], '{:.3f}')}"
+                   f" ({_f(r['vs_cupy_transpose'])}) {'' if r.get('target_met') is None else _yes(r['target_met'])}")
     bs = res.get("bank_study", {})
     if bs.get("measured"):
         out.append(f"bank-conflict study: prediction == ncu for every layout: "
                    f"{'yes' if bs['all_agree'] else 'NO'}")
     else:
         out.append(f"bank-conflict study: not measured ({bs.get('reason', 'skipped')})")
+    peer = res.get("peer", {})
+    if not peer.get("measured", False):
+        out.append(f"CUTLASS: not measured ({peer.get('reason', 'skipped')})")
     return out
 
 
@@ -99,17 +127,24 @@ def plot(res: dict, out_dir: Path) -> list[str]:
     by_variant: dict[str, list] = {}
     for r in res["gemm"]:
         by_variant.setdefault(f"ours: {r['variant']}", []).append((r["m"], r["tflops"]))
+    for (m, variant), r in sorted(_peer_best(res).items()):
+        by_variant.setdefault(f"CUTLASS (best of sweep): {variant}", []).append((m, r["tflops"]))
     by_variant["cuBLAS (cupy.matmul, fp16)"] = [(r["m"], r["tflops"]) for r in res["cublas"]]
     for label, pts in by_variant.items():
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
+                ls="--" if label.startswith("CUTLASS") else "-")
     ax.axhline(res["mma_peak"]["tflops"], color="k", ls="--",
                label=f"mma.sync register-only ceiling ({res['mma_peak']['tflops']:.0f})")
+    if res.get("mma_peak_vary"):
+        ax.axhline(res["mma_peak_vary"]["tflops"], color="grey", ls=":",
+                   label="mma.sync ceiling, random operands "
+                         f"({res['mma_peak_vary']['tflops']:.0f})")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("M = N = K")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"fp16 GEMM, fp32 accumulate — {res['device']['name']}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out_dir / "gemm_tflops.png", dpi=110)
@@ -138,8 +173,111 @@ def plot(res: dict, out_dir: Path) -> list[str]:
     return names
 
 
+def _gemm_table(res: dict) -> list[str]:
+    lines = ["| kernel | size | ours | / ceiling | / random-operand ceiling | cuBLAS | / cuBLAS "
+             "| CUTLASS (best of sweep) | / CUTLASS | SM clock | correct | >= 80% of ceiling "
+             "| >= CUTLASS |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- |"]
+    peer_measured = (res.get("peer") or {}).get("measured", False)
+    for r in gemm_rows(res):
+        cutlass = (f"{r['cutlass']:.0f} ({r['cutlass_config']})" if r["cutlass"] else
+                   "-" if peer_measured or r["what"].endswith("f32 out") else
+                   "not measured (why: below)")
+        lines.append(
+            f"| {r['what']} | {r['size']} | {r['ours']:.0f} | {r['vs_mma_peak']:.2f} | "
+            f"{_f(r['vs_mma_peak_vary'])} | {_f(r['cublas'], '{:.0f}')} | {_f(r['vs_cublas'])} | "
+            f"{cutlass} | {_f(r['vs_cutlass'])} | {_f(r['sm_clock_mhz'], '{:.0f} MHz')} | "
+            f"{'yes' if r['correct'] else 'NO'} ({r['error']:.1e}) | {_yes(r.get('target_met'))} "
+            f"| {_yes(r.get('peer_target_met'))} |")
+    return lines
+
+
+def _transpose_table(res: dict) -> list[str]:
+    lines = ["| kernel | size | ours | copy | / copy | cupy a.T | / cupy a.T | correct | target |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    for r in transpose_rows(res):
+        lines.append(f"| {r['what']} | {r['size']} | {r['ours']:.2f} TB/s | {_f(r['copy'])} TB/s "
+                     f"| {_f(r['vs_copy'])} | {_f(r['cupy_transpose'], '{:.3f}')} TB/s | "
+                     f"{_f(r['vs_cupy_transpose'])} | {'yes' if r['correct'] else 'NO'} "
+                     f"({r['error']} mismatches) | {_yes(r.get('target_met'))} |")
+    return lines
+
+
+def _ceiling_line(name: str, peak: dict) -> str:
+    b = peak["best"]
+    nvml = (f"; NVML: {b['nvml_sm_clock_mhz']:.0f} MHz, {b['nvml_power_w']:.0f} W, at the power "
+            f"limit in {b['nvml_power_capped']:.0%} of the samples"
+            if b.get("nvml_sm_clock_mhz") else "")
+    clock = (f", SM clock {b['sm_clock_mhz']:.0f} MHz as the kernel measured it"
+             if b.get("sm_clock_mhz") else "")
+    return (f"- {name}: {peak['tflops']:.1f} TFLOP/s, best of {len(peak['trials'])} launch shapes "
+            f"({b['chains']} independent accumulator chains per warp, {b['threads']} threads x "
+            f"{b['blocks']} blocks{clock}{nvml}).")
+
+
+def _clock_lines(res: dict) -> list[str]:
+    """SM clock and power while each kernel ran (NVML), at the largest size."""
+    size = max((r["m"] for r in res["gemm"]), default=None)
+    recs = [("ours", r) for r in res["gemm"] if r["m"] == size]
+    recs += [("CUTLASS", r) for (m, _), r in sorted(_peer_best(res).items()) if m == size]
+    recs += [("cuBLAS", r) for r in res["cublas"] if r["m"] == size]
+    recs = [(who, r) for who, r in recs if r.get("nvml_sm_clock_mhz")]
+    if not recs:
+        return ["NVML was not readable in this run: no clock or power figures."]
+    lines = ["NVML read every few milliseconds while each kernel's timed repetitions ran (medians of "
+             "the samples, then of the rounds): the SM clock, the board power (NVML's own "
+             "running average, which lags a run of well under a second) and the share of samples "
+             "in which the driver named the power limit as a reason for holding the clock down.",
+             "", f"| kernel at {size}^3 | TFLOP/s | SM clock (NVML) | board power (NVML) | "
+             "samples at the power limit |", "| --- | ---: | ---: | ---: | ---: |"]
+    for who, r in recs:
+        lines.append(f"| {who} {r.get('config') or ''} ({r.get('variant', '')}) | "
+                     f"{r['tflops']:.0f} | {r['nvml_sm_clock_mhz']:.0f} MHz | "
+                     f"{r['nvml_power_w']:.0f} W | {r['nvml_power_capped']:.0%} |")
+    for name, key in (("ceiling", "mma_peak"), ("ceiling, random operands", "mma_peak_vary")):
+        b = (res.get(key) or {}).get("best", {})
+        if b.get("nvml_sm_clock_mhz"):
+            lines.append(f"| mma.sync {name} (kernel-measured clock "
+                         f"{b.get('sm_clock_mhz') or 0:.0f} MHz) | {res[key]['tflops']:.0f} | "
+                         f"{b['nvml_sm_clock_mhz']:.0f} MHz | {b['nvml_power_w']:.0f} W | "
+                         f"{b['nvml_power_capped']:.0%} |")
+    return lines
+
+
+def _sweep_lines(res: dict) -> list[str]:
+    peer = res.get("peer", {})
+    if not peer.get("measured"):
+        return [f"Not measured: {peer.get('reason', 'skipped')}"]
+    sizes = sorted({r["m"] for r in res.get("cutlass_sweep", [])})
+    lines = [f"CUTLASS {peer.get('cutlass_version')} (headers: {peer.get('headers_from')}), "
+             f"`cutlass::gemm::device::Gemm` with `arch::OpClassTensorOp`, `arch::Sm80`, "
+             f"`GemmShape<16, 8, 16>` (mma.sync.m16n8k16), fp16 in, fp32 accumulate, fp16 out, "
+             f"row-major A and C, `GemmIdentityThreadblockSwizzle<8>`; built with nvcc "
+             f"{peer.get('nvcc_version')} (`{peer.get('flags')}`) from `{peer.get('source')}` in "
+             f"{peer.get('build_s', 0):.0f} s. Each configuration once per size (the sweep), then "
+             "the fastest per size and B layout in the interleaved rounds of the table above.",
+             "", "| configuration | variant | " + " | ".join(f"{s}^3" for s in sizes) + " |",
+             "| --- | --- |" + " ---: |" * len(sizes)]
+    by: dict = {}
+    for r in res.get("cutlass_sweep", []):
+        by.setdefault((r.get("config"), r.get("variant")), {})[r["m"]] = r
+    for (cfg, variant), recs in by.items():
+        cells = []
+        for s in sizes:
+            r = recs.get(s)
+            cells.append("-" if r is None else ("failed" if "error" in r else
+                                                f"{r['tflops']:.0f}" + ("" if r["correct"]
+                                                                         else " (WRONG)")))
+        lines.append(f"| {cfg} | {variant} | " + " | ".join(cells) + " |")
+    if peer.get("build_failed"):
+        lines += ["", "Not built: " + "; ".join(f"{k}: {v[:200]}"
+                                                for k, v in peer["build_failed"].items())]
+    return lines
+
+
 def markdown(res: dict, plots: list[str]) -> str:
     d = res["device"]
+    rounds = res.get("rounds", 1)
     lines = [
         "# Capstone benchmark report",
         "",
@@ -147,48 +285,43 @@ def markdown(res: dict, plots: list[str]) -> str:
         f"- date (UTC): {res['date']}",
         f"- device: {d['name']} ({d['sm']}, {d['multiprocessors']} SMs), CUDA driver "
         f"{d['cuda_driver']}, runtime {d['cuda_runtime']}, CuPy {d['cupy']}",
+        f"- our GEMM: `{res.get('gemm_config', '')}` (`GEMM_BEST`, "
+        "`ptxlab.bench.kernels`)",
         "- timing: CUDA events around each call, warm-up first, median over the repetitions "
-        "(count in report.json), inputs rotated over several buffer sets; ours and the ceilings "
-        "measured in this same run.",
+        "(count in report.json), inputs rotated over several buffer sets; every kernel checked "
+        "against an fp32 product of fresh random inputs, its output poisoned first. "
+        f"GEMMs: {rounds} interleaved rounds per size (cuBLAS, our three variants, CUTLASS's "
+        "fastest configuration per B layout, in turn), the median round shown; SM clock and "
+        "board power read through NVML while each ran. Ceilings and peers measured in this "
+        "same run.",
         "",
-        "## Results",
+        "## GEMM",
         "",
-        "| kernel | size | ours | ceiling | ratio | second reference | ratio | correct | target |",
-        "| --- | --- | ---: | --- | ---: | --- | ---: | --- | --- |",
+    ] + _gemm_table(res) + [
+        "",
+        f"Targets: at 4096^3 and 8192^3, >= {TARGET_VS_MMA_PEAK:.0%} of the mma.sync ceiling "
+        f"(and >= {TARGET_VS_CUBLAS:.0%} of cuBLAS), and at least as fast as CUTLASS's mma.sync "
+        "GEMM (the fastest configuration of its sweep, same B layout, f16 out).",
+        "",
+        "## Ceilings, clock and power",
+        "",
+        _ceiling_line("mma.sync ceiling (register-only, each lane repeating one operand value)",
+                      res["mma_peak"]),
     ]
-    for r in summary_rows(res):
-        if r["unit"] == "TFLOP/s":
-            ceil, ratio = f"mma.sync {r['mma_peak']:.0f} TFLOP/s", r["vs_mma_peak"]
-            ref2 = f"cuBLAS {r['cublas']:.0f} TFLOP/s" if r["cublas"] else "-"
-            ratio2, ours = r["vs_cublas"], f"{r['ours']:.0f} TFLOP/s"
-            correct = f"{'yes' if r['correct'] else 'NO'} (rel. err {r['error']:.1e})"
-        else:
-            ceil = f"copy {r['copy']:.2f} TB/s" if r["copy"] else "-"
-            ratio = r["vs_copy"]
-            ref2 = (f"cupy a.T {r['cupy_transpose']:.3f} TB/s" if r["cupy_transpose"] else "-")
-            ratio2, ours = r["vs_cupy_transpose"], f"{r['ours']:.2f} TB/s"
-            correct = f"{'yes' if r['correct'] else 'NO'} ({r['error']} mismatches)"
-        tgt = r.get("target_met")
-        lines.append(f"| {r['what']} | {r['size']} | {ours} | {ceil} | "
-                     f"{ratio:.2f} | {ref2} | {ratio2:.2f} | {correct} | "
-                     f"{'' if tgt is None else ('met' if tgt else '**missed**')} |"
-                     if ratio and ratio2 else
-                     f"| {r['what']} | {r['size']} | {ours} | {ceil} | - | {ref2} | - | {correct} | |")
-    mp = res["mma_peak"]
-    lines += ["", f"mma.sync ceiling: {mp['tflops']:.1f} TFLOP/s, best of {len(mp['trials'])} "
-              f"launch shapes ({mp['best']['chains']} independent accumulator chains per warp, "
-              f"{mp['best']['threads']} threads x {mp['best']['blocks']} blocks"
-              + (f", SM clock {mp['best']['sm_clock_mhz']:.0f} MHz as the kernel measured it"
-                 if mp["best"].get("sm_clock_mhz") else "") + ").",
-              "", "Targets: GEMM at 4096^3 and 8192^3 >= 80% of the mma.sync ceiling and >= 50% "
-              "of cuBLAS; transpose at 8192^2 and 16384^2 >= 80% of copy bandwidth.", ""]
+    if res.get("mma_peak_vary"):
+        lines.append(_ceiling_line("mma.sync ceiling with operands that change every mma and "
+                                   "hold random normal f16 values", res["mma_peak_vary"]))
+    lines += [""] + _clock_lines(res) + [""]
     for p in plots:
         lines.append(f"![{p}]({p})")
+    lines += ["", "## CUTLASS's GEMM, the sweep", ""] + _sweep_lines(res)
     gp = res.get("gemm_profile")
     if gp is not None:
         from .gemm_profile import summary_lines
-        lines += ["", f"## What limits the GEMM (Nsight Compute, {gp.get('config', '')} at "
-                  f"{gp.get('size', '')}^3)", ""] + summary_lines(gp)
+        lines += ["", "## What limits the GEMM (Nsight Compute, one launch each)", ""]
+        lines += summary_lines(gp)
+    lines += ["", "## Transpose", ""] + _transpose_table(res) + [
+        "", f"Target: transpose at 8192^2 and 16384^2 >= {TARGET_VS_COPY:.0%} of copy bandwidth."]
     lines += ["", "## Bank-conflict study (ptxlab.model.banks prediction vs Nsight Compute)", ""]
     bs = res.get("bank_study", {})
     if bs.get("measured"):
