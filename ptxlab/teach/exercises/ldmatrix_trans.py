@@ -182,8 +182,8 @@ b_operand_kernel = KernelExercise(
     key="ldmatrix_trans.b_operand_kernel",
     title="kernel: load a row-major B with ldmatrix.x2.trans",
     kernel_name=B_KERNEL_NAME,
-    visible=lambda: [b_operand_run(8)],
-    hidden_cases=lambda rng: [b_operand_run(s) for s in (16, 24)],
+    visible=lambda: [b_operand_run(8), b_operand_run(40)],
+    hidden_cases=lambda rng: [b_operand_run(s) for s in (16, 24, 8 * int(rng.integers(6, 13)))],
     advice_for=(
         (lambda src: ".trans" not in src,
          "B is stored row-major but mma wants it column by column: the load needs .trans"),
@@ -222,9 +222,9 @@ b_col_major_kernel = KernelExercise(
     key="ldmatrix_trans.b_col_major_kernel",
     title="kernel: load a column-major B with ldmatrix.x2",
     kernel_name=B_COL_MAJOR_KERNEL_NAME,
-    visible=lambda: [b_col_major_run(16), b_col_major_run(24)],
+    visible=lambda: [b_col_major_run(16), b_col_major_run(24), b_col_major_run(80)],
     hidden_cases=lambda rng: [b_col_major_run(int(s)) for s in
-                              (40, 8 * int(rng.integers(2, 9)))],
+                              (40, 8 * int(rng.integers(2, 13)))],
     advice_for=(
         (_uses_trans,
          "this load uses .trans where it must not: stored column-major, each stored row already "
@@ -267,7 +267,7 @@ block_load_kernel = KernelExercise(
     key="ldmatrix_trans.block_load_kernel",
     title="kernel: four warps stage B, warp 0 loads it",
     kernel_name=BLOCK_KERNEL_NAME,
-    visible=lambda: [block_load_run(8), block_load_run(24)],
+    visible=lambda: [block_load_run(8), block_load_run(24), block_load_run(40)],
     hidden_cases=lambda rng: [block_load_run(int(s)) for s in
                               (16, 8 * int(rng.integers(4, 9)))],
     advice_for=(
