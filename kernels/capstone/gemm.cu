@@ -106,14 +106,20 @@ __device__ __forceinline__ u32 tile_offset(int row, int chunk) {
     return (u32)(row * C + swizzle<C>(row, chunk)) * 16u;
 }
 
-// Epilogue staging, one area per warp after the ring: f16 stages EPI_ROWS rows of the warp tile
-// at a time (the whole tile by default), f32 one m16 slab at a time.
+// Epilogue staging, one area per warp: f16 stages EPI_ROWS rows of the warp tile at a time (the
+// whole tile by default), f32 one m16 slab at a time. A block that computes one tile stages in
+// the ring, which is free once every warp is past its last ldmatrix; a persistent block's ring
+// is already filling for its next tile, so its staging areas come after the ring.
 constexpr int EPI_ROWS = GEMM_OUT_F32 ? 16 : (GEMM_EPI_ROWS ? GEMM_EPI_ROWS : WTM);
 constexpr int EPI_WARP_BYTES = EPI_ROWS * WTN * (GEMM_OUT_F32 ? 4 : 2);
-constexpr int SMEM_BYTES = RING_BYTES + (THREADS / 32) * EPI_WARP_BYTES;
+constexpr int EPI_BASE = GEMM_PERSISTENT ? RING_BYTES : 0;
+constexpr int EPI_END = EPI_BASE + (THREADS / 32) * EPI_WARP_BYTES;
+constexpr int SMEM_BYTES = EPI_END > RING_BYTES ? EPI_END : RING_BYTES;
 static_assert(WTM % EPI_ROWS == 0 && EPI_ROWS % 16 == 0, "staged rows");
-static_assert(!GEMM_EPI_OVERLAP || (!GEMM_OUT_F32 && EPI_ROWS == WTM && GEMM_MAINLOOP == 2),
-              "overlapped stores need the whole f16 warp tile staged and the pipelined loop");
+static_assert(!GEMM_EPI_OVERLAP || (!GEMM_OUT_F32 && EPI_ROWS == WTM && GEMM_MAINLOOP == 2 &&
+                                    GEMM_PERSISTENT),
+              "overlapped stores need a persistent block, the whole f16 warp tile staged and the "
+              "pipelined loop");
 
 // Block tile `tile` -> its first row and column of C. GEMM_GROUP_M tile rows at a time, so that
 // blocks running together share A and B panels in L2.
@@ -381,7 +387,7 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int tiles = (M / BM) * (N / BN), KT = K / BK;
-    const u32 stage_w = smem + RING_BYTES + warp * EPI_WARP_BYTES;
+    const u32 stage_w = smem + EPI_BASE + warp * EPI_WARP_BYTES;
 
     // Per-lane ldmatrix offsets (bytes inside a stage). The swizzle depends only on row bits that
     // the tile loops below do not change, so it is folded here once.

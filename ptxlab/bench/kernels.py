@@ -50,12 +50,19 @@ class GemmConfig:
         return self.stages * (self.bm * self.bk + self.bk * self.bn) * 2
 
     @property
-    def smem_bytes(self) -> int:
-        """Dynamic shared memory: the ring, then each warp's epilogue staging area."""
+    def staging_bytes(self) -> int:
+        """The epilogue's staging areas, one per warp."""
         wtm, wtn = self.bm // self.warps_m, self.bn // self.warps_n
         rows = 16 if self.out_f32 else (self.epi_rows or wtm)
-        staging = self.warps_m * self.warps_n * rows * wtn * (4 if self.out_f32 else 2)
-        return self.ring_bytes + staging
+        return self.warps_m * self.warps_n * rows * wtn * (4 if self.out_f32 else 2)
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory: the ring, and the staging areas inside it (one tile per
+        block) or after it (persistent: the ring is filling for the next tile meanwhile)."""
+        if self.persistent:
+            return self.ring_bytes + self.staging_bytes
+        return max(self.ring_bytes, self.staging_bytes)
 
     @property
     def label(self) -> str:

@@ -68,7 +68,8 @@ def gemm_tiling(cfg: GemmConfig) -> dict[str, object]:
         "fp32 accumulators per thread": mt * nt * 4,
         "shared memory per stage": f"{stage // 1024} KiB ({stage} B)",
         "cp.async ring": f"{cfg.ring_bytes // 1024} KiB",
-        "epilogue staging (all warps)": f"{(cfg.smem_bytes - cfg.ring_bytes) // 1024} KiB",
+        "epilogue staging (all warps)": f"{cfg.staging_bytes // 1024} KiB"
+                                        + ("" if cfg.persistent else " (inside the ring)"),
         # the stages, and the block's whole shared memory (ring + staging)
         "cp.async stages / total": f"{cfg.stages} / {cfg.smem_bytes // 1024} KiB",
         "16-byte cp.async per thread per stage": chunks // cfg.threads,
