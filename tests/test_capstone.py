@@ -111,3 +111,104 @@ def test_capstone_kernels_on_gpu(small):
         res = case.launch("gpu")
         problem = cases.check_output(case, res.outputs[case.compare[0]])
         assert problem is None, problem
+
+
+# ---------------------------------------------------------------------------------------------
+# The CUTLASS peer and the report, without a GPU
+# ---------------------------------------------------------------------------------------------
+
+def test_peer_says_why_it_cannot_be_built(monkeypatch, tmp_path):
+    from ptxlab.bench import cutlass_peer, runs
+    monkeypatch.setenv("PTXLAB_CUTLASS_INCLUDE", str(tmp_path))
+    monkeypatch.setenv("PTXLAB_PEER_CACHE", str(tmp_path / "cache"))
+    why = cutlass_peer.find_headers()[1]
+    assert why.endswith("has no cutlass/gemm/device/gemm.h")
+    monkeypatch.setattr(cutlass_peer, "find_nvcc", lambda: None)
+    assert "nvcc is not installed" in cutlass_peer.problem()
+    kernels, info = runs.peer_kernels(None, log=lambda s: None)
+    assert kernels == [] and info == {"measured": False, "reason": cutlass_peer.problem()}
+    built = cutlass_peer.build(cutlass_peer.PEER_SWEEP[:1])
+    assert list(built.values()) == [cutlass_peer.problem()]
+
+
+def test_peer_headers_from_a_wheel_and_its_nvcc_command(monkeypatch, tmp_path):
+    import zipfile
+    from pathlib import Path
+    from ptxlab.bench import cutlass_peer
+    wheel = tmp_path / "nvidia_cutlass-9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("cutlass_library/source/include/cutlass/gemm/device/gemm.h", "// gemm\n")
+        zf.writestr("cutlass_library/source/include/cutlass/version.h",
+                    "#define CUTLASS_MAJOR 9\n#define CUTLASS_MINOR 9\n#define CUTLASS_PATCH 0\n")
+    monkeypatch.delenv("PTXLAB_CUTLASS_INCLUDE", raising=False)
+    monkeypatch.setenv("PTXLAB_PEER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cutlass_peer, "_wheels", lambda: [wheel])
+    monkeypatch.setattr(cutlass_peer._importlib_util, "find_spec", lambda name: None)
+    include, how = cutlass_peer.find_headers()
+    assert (include / "cutlass/gemm/device/gemm.h").exists() and "unpacked" in how
+    assert cutlass_peer.cutlass_version(include) == "9.9.0"
+    cfg = cutlass_peer.PeerConfig(tb_m=256, tb_n=128, stages=4, b_col=True)
+    cmd = cutlass_peer.nvcc_command(cfg, Path("nvcc"), include, tmp_path / "x.so")
+    assert "-gencode=arch=compute_90,code=sm_90" in cmd and "-DPEER_B_COL=1" in cmd
+    assert "-DPEER_TB_M=256" in cmd and "-DPEER_STAGES=4" in cmd and f"-I{include}" in cmd
+    assert cmd[-3].endswith("kernels/cutlass_peer/gemm_sm80.cu")
+
+
+def test_rounds_merge_to_medians_and_the_fastest_peer():
+    from ptxlab.bench import runs
+    recs = [{"kernel": "cutlass", "config": c, "variant": "v", "m": 64, "tflops": t,
+             "correct": True, "round": r}
+            for r, (a, b) in enumerate([(10, 30), (12, 20), (11, 25)]) for c, t in (("x", a), ("y", b))]
+    recs.append({"config": "z", "m": 64, "error": "boom", "round": 0})
+    merged = {r["config"]: r for r in runs.merge_rounds(recs)}
+    assert merged["x"]["tflops"] == 11 and merged["y"]["tflops_rounds"] == [30, 20, 25]
+    assert "z" not in merged and "round" not in merged["x"]
+    assert [r["config"] for r in runs.best_by(list(merged.values()), "cutlass")] == ["y"]
+
+
+def _fake_results(peer_measured: bool) -> dict:
+    def rec(kernel, variant, m, tflops, **kw):
+        return {"kernel": kernel, "config": "c", "variant": variant, "m": m, "tflops": tflops,
+                "correct": True, "rel_error_vs_fp32": 1e-4, **kw}
+    peak = {"tflops": 600.0, "best": {"chains": 12, "threads": 128, "blocks": 4}, "trials": [1]}
+    res = {"command": "ptxlab bench", "date": "2026-01-01 00:00:00",
+           "device": {"name": "GPU", "sm": "sm_90", "multiprocessors": 1, "cuda_driver": 1,
+                      "cuda_runtime": 1, "cupy": "x"},
+           "mma_peak": peak, "mma_peak_vary": {**peak, "tflops": 500.0},
+           "gemm": [rec("gemm", "B row-major, f16 out", 4096, 480.0)],
+           "cublas": [rec("cublas", "cupy", 4096, 800.0)], "cutlass": [],
+           "transpose": [], "copy": [], "cupy_transpose": [],
+           "bank_study": {"measured": False, "reason": "--no-ncu given"}}
+    if peer_measured:
+        res["cutlass"] = [rec("cutlass", "B row-major, f16 out", 4096, 500.0)]
+        res["peer"] = {"measured": True, "cutlass_version": "9"}
+        res["cutlass_sweep"] = list(res["cutlass"])
+    else:
+        res["peer"] = {"measured": False, "reason": "nvcc is not installed"}
+    return res
+
+
+def test_report_puts_cutlass_beside_ours_or_says_why_not():
+    from ptxlab.bench import report
+    row = report.gemm_rows(_fake_results(True))[0]
+    assert row["vs_mma_peak"] == 0.8 and row["target_met"] and row["vs_cutlass"] == 0.96
+    assert row["peer_target_met"] is False and row["vs_mma_peak_vary"] == 0.96
+    text = report.markdown(_fake_results(True), [])
+    assert "| 500 (c) | 0.96 |" in text and "| met | **missed** |" in text
+    text = report.markdown(_fake_results(False), [])
+    assert "not measured (why: below)" in text and "Not measured: nvcc is not installed" in text
+    assert "CUTLASS: not measured (nvcc is not installed)" in report.table_lines(
+        _fake_results(False))
+
+
+def test_profile_target_reads_both_kinds_of_configuration():
+    from ptxlab.bench import gemm_profile, profile_target
+    from ptxlab.bench.cutlass_peer import PeerConfig
+    assert profile_target._params(PeerConfig, ["tb_m=256", "b_col=1"]) == {"tb_m": 256,
+                                                                           "b_col": True}
+    with pytest.raises(SystemExit, match="unknown parameter 'bogus'"):
+        profile_target._params(GemmConfig, ["bogus=1"])
+    target, kfilter = gemm_profile.target_args(PeerConfig(), 8192)
+    assert target[:2] == ["--peer", "8192"] and kfilter == "regex:cutlass"
+    target, kfilter = gemm_profile.target_args(GEMM_BEST, 4096)
+    assert target[0] == "4096" and "split_copies=1" in target and kfilter == "gemm_f16"
