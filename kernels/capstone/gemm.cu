@@ -299,6 +299,10 @@ __device__ __forceinline__ void mma_tile(float (&acc)[MT][NT][4], const u32 (&af
 #endif
 }
 
+}  // namespace gemm
+
+namespace gemm {
+
 // ---- epilogue: registers -> stmatrix -> per-warp staging -> 16-byte stores -----------------
 #if GEMM_OUT_F32
 // f32 results go through stmatrix as pairs of b16: one m8n8 matrix holds 8 rows x 4 floats.
@@ -352,8 +356,8 @@ __device__ __forceinline__ void stage_rows(const float (&acc)[MT][NT][4], u32 st
     }
 }
 // Read back pieces [it0, it0 + count) of the staged rows (16 contiguous bytes of a row per lane
-// and piece) and store them to C, whose staged row 0 is at `dst`.
-__device__ __forceinline__ void store_rows(u32 stage_w, unsigned short* dst, int N, int lane,
+// and piece) and store them to C, `Ch` pointing at the place of staged row 0.
+__device__ __forceinline__ void store_rows(u32 stage_w, unsigned short* Ch, int N, int lane,
                                            int it0, int count) {
     lane = lane_id();  // read here, so the compiler keeps no per-lane addresses alive for this
 #pragma unroll
@@ -361,7 +365,7 @@ __device__ __forceinline__ void store_rows(u32 stage_w, unsigned short* dst, int
         const int q = it * 32 + lane, row = q / EC, ch = q % EC;
         u32 v[4];
         ld_shared_v4(v, stage_w + tile_offset<EC>(row, ch));
-        st_global_v4(dst + (u64)row * N + ch * 8, v);
+        st_global_v4(Ch + (u64)row * N + ch * 8, v);
     }
 }
 __device__ __forceinline__ void epilogue(const float (&acc)[MT][NT][4], u32 stage_w,
