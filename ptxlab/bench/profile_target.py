@@ -3,7 +3,8 @@
 ``python -m ptxlab.bench.profile_target SIZE KEY=VALUE ...`` (keys of GemmConfig), e.g.
 ``ncu --kernel-name gemm_f16 --launch-count 1 python -m ptxlab.bench.profile_target 4096 bk=64``;
 ``--peer SIZE KEY=VALUE ...`` (keys of ``cutlass_peer.PeerConfig``) launches CUTLASS's GEMM
-instead, before anything else runs on the GPU, so that its first launch is the one profiled.
+instead, before anything else runs on the GPU, so that its first launch is the one profiled;
+``--cublas SIZE`` runs cuBLAS's fp16 GEMM (``cupy.matmul``).
 """
 from __future__ import annotations
 
@@ -43,9 +44,24 @@ def _peer(size: int, items: list[str]) -> int:
     return 0
 
 
+def _cublas(size: int) -> int:
+    """cuBLAS's fp16 GEMM (``cupy.matmul``), twice: its first call picks the kernel."""
+    from .runs import _gemm_operands, cupy_module
+
+    cp = cupy_module()
+    a, b = _gemm_operands(cp, size, size, size, False, 0)
+    for _ in range(2):
+        cp.matmul(a, b)
+    cp.cuda.Device().synchronize()
+    print({"cublas": size})
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--peer":
         return _peer(int(argv[1]), argv[2:])
+    if argv and argv[0] == "--cublas":
+        return _cublas(int(argv[1]))
     size = int(argv[0])
     from .runs import gemm_run
 
