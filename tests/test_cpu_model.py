@@ -80,3 +80,17 @@ def test_the_shared_window_is_laid_out_as_on_sm90():
     with pytest.raises(KernelFault, match=r"below the block's shared memory.*reserved"):
         cpu.run_kernel(src, "k", (1,), (32,), [np.zeros(34, np.uint32), np.uint32(1024)],
                        shared_mem=64)
+
+
+@pytest.mark.parametrize("instruction, expect", [
+    ('asm volatile("movmatrix.sync.aligned.m8n8.b16 %0, %0;" : "+r"(r));', ".trans required"),
+    ('asm volatile("ldmatrix.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r) : "r"(a));',
+     "needs .sync.aligned"),
+])
+def test_forms_that_do_not_exist_are_compile_errors_as_with_ptxas(instruction, expect):
+    """ptxas refuses them, so the model does too, before anything runs: a learner gets the same
+    'does not compile' on every machine (not 'the CPU model cannot run this')."""
+    src = ('extern "C" __global__ void k(unsigned* out) { unsigned r = out[threadIdx.x], '
+           'a = 0; ' + instruction + ' out[threadIdx.x] = r; }')
+    with pytest.raises(backends.CompileError, match=expect):
+        backends.launch(src, "k", args=[np.zeros(32, np.uint32)], backend="cpu", isolate=False)

@@ -30,18 +30,18 @@ def _regs(op) -> list:
 # ldmatrix / stmatrix: row addresses into the block's shared memory
 # ---------------------------------------------------------------------------------------------
 
-def _matrix_form(ins, what: str) -> tuple[int, bool, str]:
+def _matrix_form(ins, cx, what: str) -> tuple[int, bool, str]:
     """``(num, trans, space)`` of an ldmatrix/stmatrix, refusing forms the model lacks."""
     mods = list(ins.mods)
     if "sync" not in mods or "aligned" not in mods:
-        raise Unsupported(f"{ins.full_opcode}: {what} needs .sync.aligned")
+        raise cx.error(f"{ins.full_opcode}: {what} needs .sync.aligned")
     shape = next((m for m in mods if m.startswith("m") and "n" in m and m[1:2].isdigit()), None)
     if shape != "m8n8" or "b16" not in mods:
         raise Unsupported(f"{ins.full_opcode}: only {what}.sync.aligned.m8n8{{.x1,.x2,.x4}}"
                           "{.trans}.shared.b16 is modelled")
     num = next((int(m[1:]) for m in mods if m in ("x1", "x2", "x4")), None)
     if num is None:
-        raise Unsupported(f"{ins.full_opcode}: {what} needs .x1, .x2 or .x4")
+        raise cx.error(f"{ins.full_opcode}: {what} needs .x1, .x2 or .x4")
     space = "generic"
     for m in mods:
         if m.split("::")[0] == "shared":
@@ -75,7 +75,7 @@ def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
     """``(num, trans, registers, offsets, site)`` of an ldmatrix/stmatrix: the register operands
     (checked against ``.num``), a getter of the lanes' shared-memory offsets, and the access
     site racecheck names."""
-    num, trans, space = _matrix_form(ins, what)
+    num, trans, space = _matrix_form(ins, cx, what)
     regs = _regs(ins.operands[regs_at])
     if len(regs) != num:
         raise cx.error(f"{what} .x{num} needs {num} register(s) in braces, got {len(regs)}")
@@ -121,7 +121,10 @@ def stmatrix(ins, cx):
 def movmatrix(ins, cx):
     mods = set(ins.mods)
     if not {"sync", "aligned", "m8n8", "trans", "b16"} <= mods:
-        raise Unsupported(f"{ins.full_opcode}: only movmatrix.sync.aligned.m8n8.trans.b16 exists")
+        # not a form the model lacks but one that does not exist: ptxas refuses it too
+        missing = sorted({"sync", "aligned", "m8n8", "trans", "b16"} - mods)
+        raise cx.error(f"{ins.full_opcode}: .{', .'.join(missing)} required for instruction "
+                       "'movmatrix' (the only form is movmatrix.sync.aligned.m8n8.trans.b16)")
     d = cx.dst(ins.operands[0], "b32")
     a = cx.src(ins.operands[1], "b32")
 
@@ -138,7 +141,7 @@ def movmatrix(ins, cx):
 def mma(ins, cx):
     mods = list(ins.mods)
     if "sync" not in mods or "aligned" not in mods:
-        raise Unsupported(f"{ins.full_opcode}: only mma.sync.aligned is modelled")
+        raise cx.error(f"{ins.full_opcode}: mma needs .sync.aligned")
     shape = next((m for m in mods if m.startswith("m") and "n" in m and "k" in m), "")
     types = [m for m in mods if m in layouts.TYPE_BITS]
     if len(types) != 4:
