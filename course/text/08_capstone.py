@@ -281,15 +281,34 @@ capstone.check_kernels()
 # With a GPU that runs the kernels (sm_90), the cell below measures them now: our GEMM against
 # cuBLAS (`cupy.matmul`), our transpose against a device-to-device copy and
 # `cupy.ascontiguousarray(a.T)`. Without one, it shows the committed H100 report instead and
-# says so. On the H100 the transpose runs at 93-94% of copy bandwidth; the GEMM reaches about
-# 62-66% of cuBLAS and 61-63% of the `mma.sync` ceiling.
+# says so, with CUTLASS's own `mma.sync` GEMM beside ours.
 #
-# <details><summary>What limits the GEMM</summary>
+# On the H100 (`reports/capstone/REPORT.md`, 2026-11-24) the transpose runs at 93-95% of copy
+# bandwidth. The GEMM reaches 428-437 TFLOP/s at 4096³-8192³: 0.64-0.66 of the `mma.sync`
+# ceiling (662 TFLOP/s, registers only), level with CUTLASS's `mma.sync` GEMM (434-438, the best
+# of a 12-configuration sweep), and about two thirds of cuBLAS (633-644).
 #
-# The report explains it: register pressure leaves two warps per scheduler, stalled on
-# dependencies and the tensor pipe; shared memory, L2 and DRAM are not the limit, and there
-# are no bank conflicts.
+# <details><summary>What limits an mma.sync GEMM on this GPU</summary>
 #
+# Every GEMM of the report, ours, CUTLASS's and cuBLAS's, ran at the board's power limit
+# (about 700 W), the SM clock held at 1.3-1.6 GHz, while the ceiling ran at 1.85 GHz. Nsight
+# Compute puts our tensor pipe 82% busy and CUTLASS's 85%, both at 0.25 `ldmatrix` per `mma`;
+# shared memory, L2 and DRAM are not the limit, and there are no bank conflicts. At that clock
+# 80% of the ceiling would need the tensor pipe about 95% busy, more than any `mma.sync` kernel
+# measured here reaches.
+# </details>
+#
+# <details><summary>Why cuBLAS goes past the mma.sync ceiling</summary>
+#
+# It does not use `mma.sync`. Nsight Compute on cuBLAS's 4096³ kernel
+# (`nvjet_sm90_hsh_256x128_...`, `reports/capstone/CUBLAS_NCU.md`) counts 2.1 million
+# tensor-pipe instructions for the product's 1.37·10¹¹ flops: 65,536 flops each, sixteen times
+# an `mma.sync.m16n8k16` (4,096 per warp), which would need 33.5 million. Those are `wgmma`
+# instructions, Hopper's warpgroup MMA: four warps together multiply a 64-row tile, reading A
+# and B straight from shared memory (no `ldmatrix`, no registers for the operands). Its blocks
+# of 384 threads are three warpgroups: in Hopper's usual design two multiply while the third
+# brings the next tiles in with the tensor memory accelerator. This course's instructions stop
+# at `mma.sync`; `wgmma` is where Hopper's full speed is.
 # </details>
 
 # %%
