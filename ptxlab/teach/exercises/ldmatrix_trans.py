@@ -170,12 +170,17 @@ def b_operand_expected(sld: int) -> np.ndarray:
     return emulator.ldmatrix(smem.reshape(-1).view(np.uint8), addrs, num=2, trans=True)
 
 
+def _b_run(label: str, sld: int, stored_rows: int, threads: int = 32) -> KernelRun:
+    """A launch of a kernel ``(b, sld, out)`` that stages B's ids 0..127 in ``stored_rows``
+    rows of ``sld`` elements and must leave B's mma fragment in ``out`` (two words a lane)."""
+    return KernelRun(label=label, args=[np.arange(128, dtype=np.uint16), np.int32(sld),
+                                        np.zeros(64, dtype=np.uint32)],
+                     out_index=2, expected=b_operand_expected(8), shared_mem=stored_rows * sld * 2,
+                     block=(threads,), describe_value=describe_b_value)
+
+
 def b_operand_run(sld: int) -> KernelRun:
-    return KernelRun(label=f"tile row stride {sld} elements",
-                     args=[np.arange(128, dtype=np.uint16), np.int32(sld),
-                           np.zeros(64, dtype=np.uint32)],
-                     out_index=2, expected=b_operand_expected(sld), shared_mem=16 * sld * 2,
-                     describe_value=describe_b_value)
+    return _b_run(f"tile row stride {sld} elements", sld, 16)
 
 
 b_operand_kernel = KernelExercise(
@@ -207,11 +212,7 @@ B_COL_MAJOR_KERNEL_NAME = "load_b_col_major"
 def b_col_major_run(sld: int) -> KernelRun:
     """B stored column-major: stored row n holds B[0..15][n], rows ``sld`` elements apart. The
     registers must be B's fragment, the same as from the row-major tile of exercise 6."""
-    return KernelRun(label=f"stored row stride {sld} elements",
-                     args=[np.arange(128, dtype=np.uint16), np.int32(sld),
-                           np.zeros(64, dtype=np.uint32)],
-                     out_index=2, expected=b_operand_expected(8), shared_mem=8 * sld * 2,
-                     describe_value=describe_b_value)
+    return _b_run(f"stored row stride {sld} elements", sld, 8)
 
 
 def _uses_trans(src: str) -> bool:
@@ -252,11 +253,7 @@ BLOCK_THREADS = 128
 
 def block_load_run(sld: int) -> KernelRun:
     """One block of four warps; only warp 0's registers are compared (it is the one loading)."""
-    return KernelRun(label=f"4 warps, tile row stride {sld} elements",
-                     args=[np.arange(128, dtype=np.uint16), np.int32(sld),
-                           np.zeros(64, dtype=np.uint32)],
-                     out_index=2, expected=b_operand_expected(sld), shared_mem=16 * sld * 2,
-                     block=(BLOCK_THREADS,), describe_value=describe_b_value)
+    return _b_run(f"4 warps, tile row stride {sld} elements", sld, 16, BLOCK_THREADS)
 
 
 def _warp_barrier_only(src: str) -> bool:
