@@ -36,7 +36,7 @@ _HEAD = "border:1px solid #bbb;padding:2px 5px;background:#f3f3f3;font-weight:60
 
 #: The width a picture may take: a notebook's output column in a 1280-pixel window with
 #: JupyterLab's file browser open is 848 pixels (measured in chromium by
-#: tests/browser/test_workspace.py).
+#: tests/browser/test_learner_workspace.py).
 FIT_PX = 840
 _TABLE_COMPACT = _TABLE.replace("font-size:12px", "font-size:10px")
 _CELL_COMPACT = "border:1px solid #ccc;padding:1px 1px;text-align:center;min-width:13px"

@@ -3,7 +3,7 @@ and the address table is seen to change; the bank view redraws when a swizzle is
 
 Skips, with the reason, when Playwright, Debian's chromium or JupyterLab is missing (install:
 ``pip install playwright jupyterlab`` and ``apt-get install -y chromium``). The whole course,
-as a learner gets it, is driven by test_workspace.py.
+as a learner gets it, is driven by test_learner_workspace.py.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every picture the course draws fits a notebook's output column in a 1280-pixel window with
-JupyterLab's file browser open (848 pixels, as tests/browser/test_workspace.py finds it):
+JupyterLab's file browser open (848 pixels, as tests/browser/test_learner_workspace.py finds it):
 measured in chromium, not estimated.
 
 Wide pictures switch to lane numbers (the rest on hover) and then to compact cells; none is
