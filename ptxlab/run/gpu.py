@@ -187,9 +187,12 @@ _broken_by: str | None = None
 
 
 def status(refresh: bool = False) -> GpuStatus:
-    """Whether a usable GPU is here (cached; ``refresh=True`` probes again). Never raises."""
-    global _status_cache
+    """Whether a usable GPU is here (cached; ``refresh=True`` probes again and forgets an
+    earlier fault, for a fresh CUDA context). Never raises."""
+    global _status_cache, _broken_by
     with _status_lock:
+        if refresh:
+            _broken_by = None
         if _broken_by is not None:
             if _status_cache is None or _status_cache.available:
                 _status_cache = GpuStatus(
