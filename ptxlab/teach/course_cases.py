@@ -21,13 +21,13 @@ import numpy as np
 
 from ..run import sources
 from ..run.backends import KernelCase
+from .course_notebooks import percent_cells
 from .exercises.base import Exercise
 from .exercises.kernel_exercise import KernelExercise
 
 __all__ = ["SolutionCell", "solution_cells", "kernel_cases", "solution_kernels", "TEXT_DIR"]
 
 TEXT_DIR = sources.PROJECT_ROOT / "course" / "text"
-_CELL = re.compile(r"^# %%(.*)$", re.M)
 _CHECK = re.compile(r"\b(\w+)\.(\w+)\.check\((\w+)\)")
 _SOURCE = re.compile(r'^(\w+) = r"""(.*?)"""', re.S | re.M)
 
@@ -64,28 +64,14 @@ def _exercise_modules(text: str) -> dict[str, str]:
     return out
 
 
-def _cells(text: str) -> list[tuple[str, dict, int, str]]:
-    """``(kind, options, first line, code)`` of every cell of a percent-format text."""
-    heads = list(_CELL.finditer(text))
-    out = []
-    for head, nxt in zip(heads, heads[1:] + [None]):
-        words = head.group(1).split()
-        kind = words[0] if words and not words[0].startswith("[") else "code"
-        opts = dict(w.split("=", 1) for w in words[1:] if "=" in w)
-        start = head.end() + 1
-        out.append((kind, opts, text.count("\n", 0, start) + 1,
-                    text[start:nxt.start() if nxt else len(text)]))
-    return out
-
-
 def solution_cells(text_dir: Path = TEXT_DIR) -> list[SolutionCell]:
     """Every solution cell of the course that checks an exercise, in course order."""
     out = []
     for path in sorted(text_dir.glob("*.py")):
         text = path.read_text()
         modules = _exercise_modules(text)
-        cells = _cells(text)
-        tests = "".join(code for kind, _, _, code in cells if kind == "tests")
+        cells = percent_cells(text)
+        tests = "".join(c.code for c in cells if c.kind == "tests")
         for kind, opts, line, code in cells:
             if kind != "solution":
                 continue

@@ -19,14 +19,14 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..run import sources
 
-__all__ = ["percent_to_notebook", "notebook_to_percent", "build_all", "check_sync",
+__all__ = ["PercentCell", "percent_cells", "percent_to_notebook", "notebook_to_percent", "build_all", "check_sync",
            "stripped", "execute", "COURSE_DIR", "assignments"]
 
 COURSE_DIR = sources.PROJECT_ROOT / "course"
-_HEADER = re.compile(r"^# %%(?P<rest>.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -56,14 +56,35 @@ def _parse_header(rest: str) -> tuple[str, dict]:
     return kind, opts
 
 
+class PercentCell(NamedTuple):
+    """One cell of a text form: its kind (``code``, ``markdown``, ``solution``, ``tests``), its
+    header's options, the line of the text where its body starts, and the body as written."""
+
+    kind: str
+    options: dict
+    line: int
+    code: str
+
+
+def percent_cells(text: str) -> list[PercentCell]:
+    """Every cell of the course's percent text, in order (text before the first header is not
+    a cell)."""
+    heads = list(re.finditer(r"^# %%(?P<rest>.*)$", text, re.M))
+    cells = []
+    for head, nxt in zip(heads, heads[1:] + [None]):
+        kind, opts = _parse_header(head.group("rest"))
+        start = head.end() + 1
+        cells.append(PercentCell(kind, opts, text.count("\n", 0, start) + 1,
+                                 text[start:nxt.start() if nxt else len(text)]))
+    return cells
+
+
 def percent_to_notebook(text: str):
     """Parse the course's percent text into an nbformat v4 notebook (no outputs)."""
     nbf = _nbformat()
-    cells, kind, opts, buf = [], None, {}, []
+    cells = []
 
-    def flush():
-        if kind is None:
-            return
+    def flush(kind: str, opts: dict, buf: list[str]):
         lines = buf[:]
         while lines and not lines[-1].strip():
             lines.pop()
@@ -83,15 +104,8 @@ def percent_to_notebook(text: str):
             cell.metadata["nbgrader"] = meta
         cells.append(cell)
 
-    for line in text.splitlines():
-        m = _HEADER.match(line)
-        if m:
-            flush()
-            kind, opts = _parse_header(m.group("rest"))
-            buf = []
-        elif kind is not None:
-            buf.append(line)
-    flush()
+    for cell in percent_cells(text):
+        flush(cell.kind, cell.options, cell.code.splitlines())
     for i, c in enumerate(cells):
         c["id"] = f"c{i:03d}"
     nb = nbf.v4.new_notebook(cells=cells)
