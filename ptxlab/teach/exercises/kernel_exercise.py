@@ -120,6 +120,11 @@ _NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
     "ptxlab_launch_notes", default=None)
 
 
+def _noticed(diagnostic: str) -> str:
+    """A diagnostic of the CPU model's run, as the learner reads it."""
+    return f"the CPU model noticed: {diagnostic}"
+
+
 def _note(text: str) -> None:
     notes = _NOTES.get()
     if notes is not None and text not in notes:
@@ -182,7 +187,7 @@ def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str
     if isinstance(model, CheckResult):
         return model
     for text in model.diagnostics:
-        _note(f"the CPU model noticed: {text}")
+        _note(_noticed(text))
     if not _gpu_also_runs(source, backend):
         return model
     hardware = _launch_once(source, kernel_name, run, name, "gpu", fault_advice)
@@ -220,8 +225,8 @@ def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
                                          backend=getattr(res, "device", ""))
     result.details["backend"] = getattr(res, "backend", "")
     result.details["device"] = getattr(res, "device", "")
-    result.advice += [f"the CPU model noticed: {d}" for d in getattr(res, "diagnostics", [])
-                      if _NOTES.get() is None]
+    if _NOTES.get() is None:       # a check collects them for all its runs (evaluate)
+        result.advice += [_noticed(d) for d in getattr(res, "diagnostics", [])]
     if not result.passed:
         result.message += f" ({run.label})"
     return result
