@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
+import functools
 import json
 import multiprocessing
 import sys
@@ -79,13 +80,19 @@ def _verdict(result, where: tuple[str, ...]) -> dict:
             "gpu_notes": [a for a in result.advice if a.startswith(GPU_NOTES)]}
 
 
+@functools.lru_cache(maxsize=None)
+def _exercises() -> dict:
+    """The course's exercises by key, read once per worker process (they do not pickle)."""
+    from ptxlab.teach import course_cases
+
+    return {c.exercise.key: c.exercise for c in course_cases.solution_cells()}
+
+
 def _judge(job: dict) -> dict:
     """Check one answer as a GPU machine and as a CPU-only machine (worker process)."""
     from ptxlab.run import backends, gpu
-    from ptxlab.teach import course_cases
 
-    exercise = next(c.exercise for c in course_cases.solution_cells()
-                    if c.exercise.key == job["exercise"])
+    exercise = _exercises()[job["exercise"]]
     device = gpu.status().device_label
     where = (f"{device} and the {backends.CPU_DEVICE}", device, backends.CPU_DEVICE)
     with warnings.catch_warnings():
