@@ -554,7 +554,7 @@ def _row_flow_note(frag: layouts.FragmentLayout, lane: int | None, row: int | No
         m, r = divmod(int(row), 8)
         lanes = frag.lanes_holding_row(m, r)
         return (f"matrix {m} row {r}: its address from lane {int(row)}; "
-                f"{'it lands in' if loads else 'it comes from'} lanes {_lanes_text(lanes)}")
+                f"{'it lands in' if loads else 'it comes from'} lanes {lane_list(lanes)}")
     if lane is not None:
         role = layouts.address_role(int(lane), frag.matrices)
         rows = [f"{m}.{r}" for m in range(frag.matrices) for r in range(8)
@@ -566,7 +566,8 @@ def _row_flow_note(frag: layouts.FragmentLayout, lane: int | None, row: int | No
     return ""
 
 
-def _lanes_text(lanes: Sequence[int]) -> str:
+def lane_list(lanes: Iterable[int]) -> str:
+    """Lanes in words: ``4-7`` for a run of three or more, else ``0, 8``."""
     lanes = [int(x) for x in lanes]
     if len(lanes) > 2 and lanes == list(range(lanes[0], lanes[-1] + 1)):
         return f"{lanes[0]}-{lanes[-1]}"

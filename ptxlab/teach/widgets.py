@@ -186,7 +186,7 @@ class AddressTable:
                 a = int(expected[lane])
                 recv = frag.lanes_holding_row(m, r)
                 row.update(address=f"{a} (0x{a:x})", role=f"matrix {m}, row {r}",
-                           receivers=_lane_list(recv), expected=a)
+                           receivers=render.lane_list(recv), expected=a)
             if have_formula:
                 v = mine[lane]
                 row["yours"] = "error" if v is None else str(v)
@@ -231,7 +231,7 @@ class AddressTable:
             self.status.value = f'<span style="color:#c00000">{render.escape(err)}</span>'
         elif any("yours" in r for r in rows):
             self.status.value = (f'<b style="color:#c00000">{len(wrong)} lane(s) wrong: '
-                                 f'{_lane_list(wrong)}</b>' if wrong else
+                                 f'{render.lane_list(wrong)}</b>' if wrong else
                                  '<b style="color:#1a7f37">every address lane matches</b>')
         else:
             self.status.value = ""
@@ -301,13 +301,6 @@ def _call_flexible(fn, names: dict):
         return None, "not implemented yet"
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
-
-
-def _lane_list(lanes) -> str:
-    lanes = [int(x) for x in lanes]
-    if len(lanes) > 2 and lanes == list(range(lanes[0], lanes[-1] + 1)):
-        return f"{lanes[0]}-{lanes[-1]}"
-    return ", ".join(str(x) for x in lanes)
 
 
 # ---------------------------------------------------------------------------------------------
