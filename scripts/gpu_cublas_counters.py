@@ -52,17 +52,15 @@ def _command(size: int, metrics) -> list[str]:
 
 
 def _parse(text: str) -> tuple[str, dict[str, float]]:
+    """The profiled kernel's name and its counters (ncu's CSV, read as the bench reads it)."""
+    from ptxlab.bench.bank_study import _parse_ncu_csv
+
     start = text.find('"ID"')
     if start < 0:
         return "", {}
-    name, values = "", {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        name = row.get("Kernel Name", name)
-        try:
-            values[row["Metric Name"]] = float(row.get("Metric Value", "").replace(",", ""))
-        except (KeyError, ValueError):
-            continue
-    return name, values
+    launches = _parse_ncu_csv(text)
+    name = next(csv.DictReader(io.StringIO(text[start:])), {}).get("Kernel Name", "")
+    return name, launches[0] if launches else {}
 
 
 def profile(size: int) -> dict:
