@@ -18,9 +18,14 @@ static __device__ __forceinline__ u32 smem_addr(const void* p) {
 }
 
 // ---- asynchronous global -> shared copies (Ampere and later) ------------------------------
+// CP_ASYNC_L2_HINT: an L2 prefetch size for every copy (e.g. ".L2::128B": L2 fetches the whole
+// 128-byte line from DRAM at once), or nothing.
+#ifndef CP_ASYNC_L2_HINT
+#define CP_ASYNC_L2_HINT ""
+#endif
 static __device__ __forceinline__ void cp_async_16(u32 dst_smem, const void* src_global) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst_smem), "l"(src_global)
-                 : "memory");
+    asm volatile("cp.async.cg.shared.global" CP_ASYNC_L2_HINT " [%0], [%1], 16;"
+                 :: "r"(dst_smem), "l"(src_global) : "memory");
 }
 static __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;" ::: "memory");

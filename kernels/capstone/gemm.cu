@@ -19,6 +19,16 @@
 // The tile configuration is chosen with -D options (defaults below = the configuration picked by
 // measurement on the H100, see notes/capstone_tuning.md); a small configuration (one 64x64 tile,
 // 128 threads) runs the same code on the CPU interpreter.
+#ifndef GEMM_L2_PREFETCH
+#define GEMM_L2_PREFETCH 0       // 64/128/256: each cp.async asks L2 to fetch that many bytes
+#endif
+#if GEMM_L2_PREFETCH == 64
+#define CP_ASYNC_L2_HINT ".L2::64B"
+#elif GEMM_L2_PREFETCH == 128
+#define CP_ASYNC_L2_HINT ".L2::128B"
+#elif GEMM_L2_PREFETCH == 256
+#define CP_ASYNC_L2_HINT ".L2::256B"
+#endif
 #include "capstone/capstone_ptx.cuh"
 
 #ifndef GEMM_BM
