@@ -268,6 +268,16 @@ class FakeRuns:
         assert cfg == GEMM_BEST
         return {"m": m, "variant": cfg.variant, "tflops": 50.0, "correct": True}
 
+    def mma_peak_run(self, **options):
+        return {"tflops": 200.0}
+
+    def peer_kernels(self, configs, log=print):
+        assert len(configs) == 1   # the committed report's fastest configuration only
+        return ["peer"], {"measured": True}
+
+    def peer_run(self, kernel, m, n, k, sets=3):
+        return {"m": m, "variant": "B row-major, f16 out", "tflops": 40.0, "correct": True}
+
     def copy_run(self, nbytes, sets=2):
         return {"bytes": nbytes, "tbps": 2.0}
 
@@ -279,10 +289,26 @@ class FakeRuns:
 
 
 def test_fresh_results_compare_ours_with_cublas_and_copy():
-    res = nb.fresh_results((256,), (512,), runs=FakeRuns())
+    res = nb.fresh_results((256,), (512,), runs=FakeRuns(), log=lambda s: None)
     rows = nb.comparison_rows(res)
     assert [r["ratio1"] for r in rows] == [0.5, 0.75]
-    assert rows[0]["ref2"] == "-" and rows[1]["ratio2"] == 3.0
+    # the four-way GEMM row: cuBLAS, the ceiling and CUTLASS, all measured in this run
+    assert rows[0]["ratio2"] == 0.25 and rows[0]["ratio3"] == 1.25 and rows[1]["ratio2"] == 3.0
+
+
+def test_fresh_results_without_cutlass_say_why(monkeypatch):
+    from ptxlab.bench import cli, runs
+    fake = FakeRuns()
+    monkeypatch.setattr(fake, "peer_kernels",
+                        lambda configs, log=print: ([], {"measured": False,
+                                                         "reason": "no nvcc on PATH"}))
+    monkeypatch.setattr(cli, "gpu_problem", lambda: None)
+    for name in ("device_info", "cublas_run", "gemm_run", "copy_run", "cupy_transpose_run",
+                 "transpose_run", "mma_peak_run", "peer_kernels", "peer_run"):
+        monkeypatch.setattr(runs, name, getattr(fake, name))
+    view = nb.performance(gemm_sizes=(256,), transpose_sizes=(512,))
+    assert "CUTLASS's GEMM was not built here: no nvcc on PATH" in view.note
+    assert view.rows[0]["ref3"] == "-" and view.rows[0]["ratio2"] == 0.25
 
 
 def test_performance_with_a_gpu_measures_now(monkeypatch):
@@ -290,7 +316,7 @@ def test_performance_with_a_gpu_measures_now(monkeypatch):
     monkeypatch.setattr(cli, "gpu_problem", lambda: None)
     fake = FakeRuns()
     for name in ("device_info", "cublas_run", "gemm_run", "copy_run", "cupy_transpose_run",
-                 "transpose_run"):
+                 "transpose_run", "mma_peak_run", "peer_kernels", "peer_run"):
         monkeypatch.setattr(runs, name, getattr(fake, name))
     view = nb.performance(gemm_sizes=(256,), transpose_sizes=(512,))
     assert view.measured_now and view.note.startswith("Measured now on Fake GPU")

@@ -315,6 +315,31 @@ capstone.check_kernels()
 capstone.performance()
 
 # %% [markdown]
+# ## Your k-loop as a whole GEMM
+#
+# Exercise 3's loop is the inner loop of a GEMM. `time_my_gemm` builds a whole GEMM around
+# *your* loop body: blocks of 16 warps, each warp a 16x16 tile of C running your four k-steps
+# on every k-tile of 64, copied with `cp.async` into two slots and swizzled by your
+# `tile_offset`. It checks the product on this notebook's backend (naming the warp, lane and
+# accumulator of a wrong element) and, with a GPU, times it beside the capstone GEMM and cuBLAS.
+# Without one it shows where the course's own answer landed on the H100.
+#
+# <details><summary>Why it is so much slower than the capstone GEMM</summary>
+#
+# Per k16 step your warp issues two `ldmatrix.x4` for two `mma.sync`: one load per mma. The
+# capstone's 64x64 warp tile issues eight for thirty-two, a quarter per mma, because each A
+# fragment serves eight n8 tiles and each B fragment four m16 tiles. An SM's shared memory
+# delivers 128 bytes a cycle, so an `ldmatrix.x4` (512 bytes) takes it 4 cycles, while the
+# SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (662 TFLOP/s over 132 SMs at
+# 1.83 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of the ceiling.
+# The 64x64 block tile also reads 2.7 times as many bytes of A and B from L2 per flop as the
+# capstone's 128x256.
+# </details>
+
+# %%
+capstone.time_my_gemm(K_LOOP)
+
+# %% [markdown]
 # ## What to remember
 #
 # * A fast GEMM is the four instructions plus data movement: `cp.async` stages keep the copies

@@ -104,6 +104,7 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     res["cutlass"] = [r for r in merged if r.get("kernel") == "cutlass"]
     res["cutlass_sweep"] = sweep
     res["gemm_rounds"] = records
+    res["learner"] = _learner_records(args.gemm_sizes, log)
     if args.no_ncu:
         res["gemm_profile"] = [{"measured": False, "reason": "--no-ncu given"}]
         res["bank_study"] = {"measured": False, "reason": "--no-ncu given",
@@ -120,6 +121,25 @@ def collect(args: argparse.Namespace, log=print) -> dict:
                                                             size))
         res["bank_study"] = bank_study.measure()
     return res
+
+
+def _learner_records(sizes, log=print) -> list[dict]:
+    """The course's answer to the capstone's exercise 3 (one warp's k-loop) as a whole GEMM
+    (:mod:`.learner_gemm`), once per size: where a learner's GEMM built from that loop lands."""
+    from . import learner_gemm, runs
+
+    try:
+        gemm = learner_gemm.course_solution()
+    except learner_gemm.LearnerGemmError as exc:
+        return [{"kernel": "learner", "measured": False, "reason": str(exc)}]
+    out = []
+    for n in sizes:
+        rec = runs.in_rounds([(gemm.label, n, lambda n=n: runs.gemm_run(gemm, n, n, n,
+                                                                          kind="learner"))],
+                             1, log=lambda r: log(_record_line(r)))[0]
+        rec.pop("round", None)
+        out.append(rec)
+    return out
 
 
 def _record_line(r: dict) -> str:

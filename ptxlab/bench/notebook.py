@@ -25,7 +25,8 @@ from .kernels import GEMM_BEST, TRANSPOSE_BEST, GemmConfig
 
 __all__ = ["REPORT_DIR", "committed_report", "gemm_tiling", "tiling_html", "warp_map_html",
            "kernel_excerpt", "check_kernels", "performance", "fresh_results",
-           "comparison_rows", "bank_study_html", "PerformanceView", "KernelChecks"]
+           "comparison_rows", "bank_study_html", "PerformanceView", "KernelChecks",
+           "time_my_gemm", "LearnerGemmView"]
 
 #: The committed benchmark report of the repository (``ptxlab bench`` on an H100).
 REPORT_DIR = sources.PROJECT_ROOT / "reports" / "capstone"
@@ -308,19 +309,46 @@ class PerformanceView:
         return "".join(out)
 
 
+def _committed_peer_config(folder: Path | str | None = None):
+    """CUTLASS's fastest correct configuration (B row-major) in the committed report, or the
+    first of its sweep when there is no report."""
+    from .cutlass_peer import PEER_SWEEP, PeerConfig
+
+    try:
+        records = committed_report(folder).get("cutlass", [])
+    except FileNotFoundError:
+        records = []
+    best = [r for r in records if r.get("correct") and r["variant"] == PEER_SWEEP[0].variant]
+    if not best:
+        return PEER_SWEEP[0]
+    return PeerConfig(**max(best, key=lambda r: (r["m"], r["tflops"]))["params"])
+
+
 def fresh_results(gemm_sizes=(2048, 4096), transpose_sizes=(4096, 8192), *,
-                  runs=None) -> dict:
-    """A short benchmark on this GPU in the ``report.json`` format: our GEMM (the benchmarked
-    configuration, B row-major, f16 out) against cuBLAS, our transpose against a device copy
-    and ``cupy.ascontiguousarray(a.T)``. Each kernel is checked before it is timed."""
+                  runs=None, peer: bool = True, log=print) -> dict:
+    """A short benchmark on this GPU in the ``report.json`` format: the mma.sync ceiling, our
+    GEMM (the benchmarked configuration, B row-major, f16 out), cuBLAS and, where nvcc and
+    CUTLASS's headers are here, CUTLASS's GEMM in the committed report's fastest configuration;
+    our transpose against a device copy and ``cupy.ascontiguousarray(a.T)``. Each kernel is
+    checked before it is timed."""
     if runs is None:
         from . import runs
     res: dict = {"device": runs.device_info(),
                  "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-                 "gemm": [], "cublas": [], "transpose": [], "copy": [], "cupy_transpose": []}
+                 "gemm": [], "cublas": [], "cutlass": [], "transpose": [], "copy": [],
+                 "cupy_transpose": []}
+    res["mma_peak"] = runs.mma_peak_run(chains_options=(12,), threads_options=(128,),
+                                        blocks_per_sm_options=(8,))
+    kernels = []
+    if peer:
+        log("building CUTLASS's mma.sync GEMM for this GPU (once; later runs reuse it) ...")
+        kernels, res["peer"] = runs.peer_kernels([_committed_peer_config()], log=log)
+    else:
+        res["peer"] = {"measured": False, "reason": "not asked for"}
     for n in gemm_sizes:
         res["cublas"].append(runs.cublas_run(n, n, n, sets=2))
         res["gemm"].append(runs.gemm_run(GEMM_BEST, n, n, n, sets=2))
+        res["cutlass"] += [runs.peer_run(k, n, n, n, sets=2) for k in kernels]
     for n in transpose_sizes:
         res["copy"].append(runs.copy_run(n * n * 2))
         res["cupy_transpose"].append(runs.cupy_transpose_run(n, n))
@@ -358,6 +386,8 @@ def performance(*, fresh: bool | None = None, gemm_sizes=(2048, 4096),
     device = _device_text(res["device"])
     note = (f"Measured now on {device}, {res['date']} UTC: a short run (medians of CUDA-event "
             "timings); `ptxlab bench` measures more sizes and variants.")
+    if not res["peer"].get("measured"):
+        note += f" CUTLASS's GEMM was not built here: {res['peer'].get('reason', '?')}."
     return PerformanceView(True, device, res["date"], comparison_rows(res), note)
 
 
@@ -391,3 +421,141 @@ def bank_study_html(folder: Path | str | None = None) -> render.Html:
                                     for c in cells) + "</tr>")
     out.append("</table>")
     return render.Html("".join(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# A learner's k-loop as a whole GEMM, in the same table
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class LearnerGemmView:
+    """A learner's GEMM beside the capstone's: ``rows`` are ``(name, where, {size: TFLOP/s})``,
+    ``where`` saying whether a figure was measured now or comes from the committed report."""
+
+    note: str
+    rows: list[tuple[str, str, dict]] = field(default_factory=list)
+    sizes: tuple[int, ...] = ()
+    ok: bool = True
+
+    def __str__(self) -> str:
+        lines = [self.note]
+        if self.rows:
+            lines.append("")
+            lines.append(f"{'GEMM (fp16 in, fp32 accumulate, fp16 out)':<44} {'figures':<26}"
+                         + "".join(f"{f'{n}^3':>10}" for n in self.sizes))
+            for name, where, vals in self.rows:
+                lines.append(f"{name:<44} {where:<26}" + "".join(
+                    f"{vals[n]:>10.0f}" if n in vals else f"{'-':>10}" for n in self.sizes))
+            lines.append(f"{'':<70}TFLOP/s")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        colour = "#1a7f37" if self.ok else "#b42318"
+        note = re.sub(r"`([^`]*)`", r"<code>\1</code>", render.escape(self.note))
+        out = [f'<p style="color:{colour};font-weight:600;white-space:pre-wrap">{note}</p>']
+        if not self.rows:
+            return "".join(out)
+        top = max((v for _, _, vals in self.rows for v in vals.values()), default=1.0) or 1.0
+        out.append('<table style="border-collapse:collapse;font-size:12px"><tr>'
+                   '<th style="padding:2px 8px;text-align:left">GEMM</th>'
+                   '<th style="padding:2px 8px;text-align:left">figures</th>'
+                   + "".join(f'<th style="padding:2px 8px;text-align:left">{n}³ (TFLOP/s)</th>'
+                             for n in self.sizes) + "</tr>")
+        for i, (name, where, vals) in enumerate(self.rows):
+            bar = "#1f6feb" if i == 0 else "#8c959f"
+            cells = []
+            for n in self.sizes:
+                if n not in vals:
+                    cells.append('<td style="padding:2px 8px">-</td>')
+                    continue
+                width = int(160 * vals[n] / top)
+                cells.append(f'<td style="padding:2px 8px"><span style="display:inline-block;'
+                             f'width:{width}px;height:9px;background:{bar}"></span> '
+                             f'{vals[n]:.0f}</td>')
+            weight = "font-weight:600;" if i == 0 else ""
+            out.append(f'<tr><td style="padding:2px 8px;{weight}">{render.escape(name)}</td>'
+                       f'<td style="padding:2px 8px">{render.escape(where)}</td>'
+                       + "".join(cells) + "</tr>")
+        out.append("</table>")
+        return "".join(out)
+
+
+def _committed_gemm_rows(res: dict, sizes) -> list[tuple[str, str, dict]]:
+    """The report's figures at ``sizes`` (B row-major, f16 out): the course's own exercise-3
+    GEMM, ours, CUTLASS's best, cuBLAS and the ceiling."""
+    where = f"committed, {res['device'].get('name', '?').replace('NVIDIA ', '')} {res['date'][:10]}"
+    variant = "B row-major, f16 out"
+
+    def pick(records, any_variant: str = variant) -> dict:
+        best: dict = {}
+        for r in records:
+            if r.get("m") in sizes and r.get("variant", variant) in (variant, any_variant) \
+                    and "tflops" in r:
+                best[r["m"]] = max(best.get(r["m"], 0.0), r["tflops"])
+        return best
+
+    rows = [("the course's answer to exercise 3, as a GEMM", where, pick(res.get("learner", []))),
+            ("the capstone GEMM (GEMM_BEST)", where, pick(res.get("gemm", []))),
+            ("CUTLASS mma.sync GEMM (best of its sweep)", where,
+             pick([r for r in res.get("cutlass", []) if r.get("correct")])),
+            ("cuBLAS (cupy.matmul, wgmma)", where,
+             pick(res.get("cublas", []), any_variant="cupy.matmul fp16, B row-major"))]
+    peak = (res.get("mma_peak") or {}).get("tflops")
+    if peak:
+        rows.append(("mma.sync ceiling (registers only)", where, {n: peak for n in sizes}))
+    return [r for r in rows if r[2]]
+
+
+def time_my_gemm(k_loop_source: str, sizes=(2048, 4096), *, warps_m: int = 4,
+                 folder: Path | str | None = None) -> LearnerGemmView:
+    """Exercise 3's k-loop (the learner's kernel source) as a whole GEMM: checked against a
+    float64 product on this notebook's backend, then, with a GPU, timed at ``sizes`` beside our
+    GEMM and cuBLAS measured now, and CUTLASS's GEMM and the ceiling from the committed report.
+    Without a GPU, or while the grader runs the notebook, it is checked but not timed."""
+    from ..teach.exercises.base import graded_outside
+    from . import learner_gemm
+    from .cli import gpu_problem
+
+    try:
+        gemm = learner_gemm.gemm_from_k_loop(k_loop_source, warps_m=warps_m)
+    except (learner_gemm.LearnerGemmError, ValueError) as exc:
+        return LearnerGemmView(str(exc), ok=False)
+    found = learner_gemm.check(gemm)
+    shape = "x".join(map(str, found.shape))
+    if not found.ok:
+        what = (f"Your k-loop as a GEMM ({gemm.bm}x{gemm.bn} blocks of {gemm.threads // 32} "
+                f"warps of 16x16)")
+        if found.device == "-":
+            return LearnerGemmView(f"{what} did not run at {shape}: {found.problem}", ok=False)
+        return LearnerGemmView(f"{what} is wrong at {shape} on {found.device}: {found.problem}",
+                               ok=False)
+    checked = f"Your k-loop as a GEMM is right at {shape} on {found.device}."
+    try:
+        committed = _committed_gemm_rows(committed_report(folder), sizes)
+    except FileNotFoundError as exc:
+        committed = []
+        checked += f" ({exc})"
+    if graded_outside():
+        return LearnerGemmView(checked + " Not timed while the grader runs this notebook.",
+                               committed, tuple(sizes))
+    problem = gpu_problem()
+    if problem is not None:
+        return LearnerGemmView(f"{checked} Timing it needs a GPU ({problem}); the committed "
+                               "H100 figures are below.", committed, tuple(sizes))
+    from . import runs
+
+    mine, ours, cublas = {}, {}, {}
+    for n in sizes:
+        rec = runs.gemm_run(gemm, n, n, n, sets=2, kind="learner")
+        if not rec["correct"]:
+            return LearnerGemmView(f"Your k-loop as a GEMM is wrong at {n}^3 on the GPU: relative "
+                                   f"error {rec['rel_error_vs_fp32']:.2e}.", ok=False)
+        mine[n] = rec["tflops"]
+        ours[n] = runs.gemm_run(GEMM_BEST, n, n, n, sets=2)["tflops"]
+        cublas[n] = runs.cublas_run(n, n, n, sets=2)["tflops"]
+    now = f"measured now, {runs.device_info()['name'].replace('NVIDIA ', '')}"
+    rows = [("your k-loop as a GEMM", now, mine), ("the capstone GEMM (GEMM_BEST)", now, ours),
+            ("cuBLAS (cupy.matmul, wgmma)", now, cublas)]
+    rows += [r for r in committed if r[0].startswith(("CUTLASS", "mma.sync", "the course"))]
+    return LearnerGemmView(checked + " Timed with CUDA events (median).", rows, tuple(sizes))
+

@@ -76,6 +76,49 @@ def transpose_rows(res: dict) -> list[dict]:
     return rows
 
 
+def learner_rows(res: dict) -> list[dict]:
+    """Per size: the course's exercise-3 k-loop as a whole GEMM, beside our GEMM (B row-major,
+    f16 out), CUTLASS's, cuBLAS and the ceiling of the same run."""
+    recs = [r for r in res.get("learner", []) if "tflops" in r]
+    if not recs:
+        return []
+    peak = res["mma_peak"]["tflops"]
+    cublas = {r["m"]: r["tflops"] for r in res.get("cublas", [])}
+    ours = {r["m"]: r["tflops"] for r in res.get("gemm", []) if r["variant"] == recs[0]["variant"]}
+    peer = {m: r["tflops"] for (m, v), r in _peer_best(res).items() if v == recs[0]["variant"]}
+    return [{"size": f"{r['m']}^3", "m": r["m"], "learner": r["tflops"],
+             "correct": r["correct"], "error": r["rel_error_vs_fp32"],
+             "ours": ours.get(r["m"]), "cutlass": peer.get(r["m"]),
+             "cublas": cublas.get(r["m"]), "mma_peak": peak,
+             "vs_ours": r["tflops"] / ours[r["m"]] if r["m"] in ours else None,
+             "vs_mma_peak": r["tflops"] / peak} for r in recs]
+
+
+def _learner_lines(res: dict) -> list[str]:
+    recs = res.get("learner")
+    if not recs:
+        return []
+    out = ["", "## A learner's GEMM: exercise 3's k-loop as a whole GEMM", ""]
+    rows = learner_rows(res)
+    if not rows:
+        why = "; ".join(r.get("reason") or r.get("error", "?") for r in recs)
+        return out + [f"Not measured: {why}"]
+    out += ["The course's answer to the capstone notebook's exercise 3 (one warp's k-loop: per "
+            "k16 step one `ldmatrix.x4`, one `ldmatrix.x4.trans` and two `mma.sync`), built "
+            "into a whole GEMM by `ptxlab.bench.learner_gemm`: 64x64 block tiles of 16 warps of "
+            "16x16, k-tiles of 64 through a two-slot `cp.async` ring. A learner's own loop is "
+            "timed the same way by `time_my_gemm` in the notebook. Measured once per size in "
+            "this run, B row-major, f16 out.", "",
+            "| size | exercise 3 as a GEMM | correct | our GEMM | / ours | CUTLASS | cuBLAS "
+            "| ceiling | / ceiling |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append(f"| {r['size']} | {r['learner']:.0f} | {'yes' if r['correct'] else 'NO'} "
+                   f"({r['error']:.1e}) | {_f(r['ours'], '{:.0f}')} | {_f(r['vs_ours'])} "
+                   f"| {_f(r['cutlass'], '{:.0f}')} | {_f(r['cublas'], '{:.0f}')} "
+                   f"| {r['mma_peak']:.0f} | {_f(r['vs_mma_peak'])} |")
+    return out
+
+
 def summary_rows(res: dict) -> list[dict]:
     """Every row of the report: the GEMM rows, then the transpose rows."""
     return gemm_rows(res) + transpose_rows(res)
@@ -104,6 +147,11 @@ def table_lines(res: dict) -> list[str]:
         out.append(f"{r['what']:<44} {r['size']:>7} {r['ours']:.2f} TB/s, copy "
                    f"{_f(r['copy'])} ({_f(r['vs_copy'])}), cupy a.T {_f(r['cupy_transpose'], '{:.3f}')}"
                    f" ({_f(r['vs_cupy_transpose'])}) {'' if r.get('target_met') is None else _yes(r['target_met'])}")
+    for r in learner_rows(res):
+        out.append(f"{'exercise 3 k-loop as a GEMM':<30} {r['size']:>7} {r['learner']:>6.0f} "
+                   f"{_f(r['vs_mma_peak']):>6} {_f(r['cublas'], '{:.0f}'):>7}  ours "
+                   f"{_f(r['ours'], '{:.0f}')} ({_f(r['vs_ours'])} of it) "
+                   f"{'yes' if r['correct'] else 'NO'}")
     bs = res.get("bank_study", {})
     if bs.get("measured"):
         out.append(f"bank-conflict study: prediction == ncu for every layout: "
@@ -314,6 +362,7 @@ def markdown(res: dict, plots: list[str]) -> str:
     lines += [""] + _clock_lines(res) + [""]
     for p in plots:
         lines.append(f"![{p}]({p})")
+    lines += _learner_lines(res)
     lines += ["", "## CUTLASS's GEMM, the sweep", ""] + _sweep_lines(res)
     gp = res.get("gemm_profile")
     if gp is not None:

@@ -120,8 +120,10 @@ def _gemm_operands(cp, m: int, n: int, k: int, b_col: bool, seed: int):
 
 
 def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0,
-             time_it: bool = True) -> dict:
-    """Check one GEMM configuration against an fp32 product at ``m x n x k``, then time it."""
+             time_it: bool = True, kind: str = "gemm") -> dict:
+    """Check one GEMM configuration against an fp32 product at ``m x n x k``, then time it.
+    ``cfg`` may be any GEMM that answers as :class:`GemmConfig` does (a learner's,
+    :class:`.learner_gemm.LearnerGemm`); ``kind`` names it in the record."""
     cp = cupy_module()
     cfg.check_shape(m, n, k)
     kern = compile_kernel(cfg.source(), cfg.kernel_name)
@@ -143,7 +145,7 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
     cp.cuda.Device().synchronize()
     b_kn = b.T if cfg.b_col else b
     ref32 = cp.matmul(a.astype(cp.float32), b_kn.astype(cp.float32))
-    rec = {"kernel": "gemm", "config": cfg.label, "variant": cfg.variant, "m": m, "n": n, "k": k,
+    rec = {"kernel": kind, "config": cfg.label, "variant": cfg.variant, "m": m, "n": n, "k": k,
            "params": cfg.as_dict(), "smem_bytes": cfg.smem_bytes, "grid": grid[0],
            "rel_error_vs_fp32": _rel_error(c, ref32)}
     if not cfg.out_f32:
