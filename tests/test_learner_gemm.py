@@ -17,7 +17,7 @@ from ptxlab.teach.exercises.base import GRADED_BY_GRADER_ENV
 
 @pytest.fixture(scope="module")
 def answer() -> str:
-    return lg.course_solution().source.split("// ---- a whole GEMM")[0]
+    return lg.course_solution().text.split("// ---- a whole GEMM")[0]
 
 
 def test_the_course_answer_is_a_right_gemm_on_the_cpu_model(answer):
@@ -26,6 +26,16 @@ def test_the_course_answer_is_a_right_gemm_on_the_cpu_model(answer):
     found = lg.check(gemm, "cpu")
     assert found.ok, found.problem
     assert found.shape == (128, 128, 128) and "CPU model" in found.device
+
+
+def test_it_answers_what_the_benchmark_asks_of_a_gemm_configuration(answer):
+    """runs.gemm_run times a LearnerGemm as it times a GemmConfig: same methods, same kinds."""
+    gemm, cfg = lg.gemm_from_k_loop(answer), GEMM_BEST
+    for name in ("source", "check_shape", "grid", "as_dict"):
+        assert callable(getattr(gemm, name)) and callable(getattr(cfg, name)), name
+    for name in ("kernel_name", "threads", "smem_bytes", "label", "variant", "b_col", "out_f32"):
+        assert type(getattr(gemm, name)) is type(getattr(cfg, name)), name
+    assert gemm.source().startswith(answer) and gemm.grid(128, 256, 132) == (8,)
 
 
 def test_fewer_warps_down_the_block_are_right_too(answer):
@@ -47,7 +57,7 @@ def test_swapped_b_registers_name_the_warp_lane_and_accumulator(answer):
 @pytest.mark.parametrize("j", [0, 1])
 @pytest.mark.parametrize("e", range(4))
 def test_where_an_element_is_computed_follows_the_accumulator_layout(j, e):
-    gemm = lg.gemm_from_k_loop(lg.course_solution().source.split("// ---- a whole GEMM")[0])
+    gemm = lg.gemm_from_k_loop(lg.course_solution().text.split("// ---- a whole GEMM")[0])
     for lane in range(32):
         row, col = ex.acc_expected(lane, 0, j, e)       # the exercise's own layout
         for warp in (0, 5, 15):

@@ -55,13 +55,13 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     from . import bank_study, runs
-    from .kernels import GEMM_BEST, TRANSPOSE_BEST
+    from .kernels import GEMM_BEST, GEMM_BEST_B_COL, TRANSPOSE_BEST
 
     argv = sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]
     res: dict = {"command": " ".join(["ptxlab", "bench", *argv]),
                  "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
                  "device": runs.device_info(), "notes": args.notes, "rounds": args.rounds,
-                 "gemm_config": GEMM_BEST.label}
+                 "gemm_config": GEMM_BEST.label, "gemm_config_b_col": GEMM_BEST_B_COL.label}
     log(f"device: {res['device']['name']}  CuPy {res['device']['cupy']}")
     pool = ThreadPoolExecutor(max_workers=1)   # CUTLASS builds while the ceilings run
     peer = None if args.no_peer else pool.submit(runs.peer_kernels, None, log)
@@ -83,7 +83,7 @@ def collect(args: argparse.Namespace, log=print) -> dict:
         res["peer"] = {"measured": False, "reason": "--no-peer given"}
     else:
         kernels, res["peer"] = peer.result()
-    variants = [GEMM_BEST, GEMM_BEST.replace(b_col=True), GEMM_BEST.replace(out_f32=True)]
+    variants = [GEMM_BEST, GEMM_BEST_B_COL, GEMM_BEST.replace(out_f32=True)]
     records, sweep = [], []
     for n in args.gemm_sizes:
         best = {}

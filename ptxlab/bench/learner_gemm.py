@@ -142,7 +142,7 @@ class LearnerGemm:
     launch: one block of ``threads`` per ``bm x bn`` tile of C, a 1-D grid. It answers the
     same questions as :class:`.kernels.GemmConfig`, so the benchmark times it the same way."""
 
-    source: str
+    text: str
     kernel_name: str = "learner_gemm"
     bm: int = 64
     bn: int = 64
@@ -153,6 +153,10 @@ class LearnerGemm:
     out_f32: bool = False
     smem_bytes: int = 0
     variant: str = "B row-major, f16 out"
+
+    def source(self) -> str:
+        """The CUDA source of the kernel (the learner's, then the GEMM around it)."""
+        return self.text
 
     def check_shape(self, m: int, n: int, k: int) -> None:
         bad = [f"{name}={v} is not a multiple of {t}" for name, v, t in
@@ -192,7 +196,7 @@ def gemm_from_k_loop(source: str, warps_m: int = 4) -> LearnerGemm:
     # #line: a compiler message or a fault in the copy of the body names the learner's line.
     text = source + head + f"#line {line}\n" + body + "\n"
     text += f"#line {text.count(chr(10)) + 2}\n" + rest
-    return LearnerGemm(source=text, bm=16 * warps_m, threads=128 * warps_m)
+    return LearnerGemm(text=text, bm=16 * warps_m, threads=128 * warps_m)
 
 
 def course_solution() -> LearnerGemm:
@@ -256,7 +260,7 @@ def check(gemm: LearnerGemm, backend: str = "auto", m: int | None = None,
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = np.full((m, n), 0x7E00, dtype=np.uint16)
-    case = KernelCase(name=f"{gemm.label} {m}x{n}x{k}", source=gemm.source,
+    case = KernelCase(name=f"{gemm.label} {m}x{n}x{k}", source=gemm.source(),
                       kernel=gemm.kernel_name, grid=gemm.grid(m, n), block=(gemm.threads,),
                       args=[a.view(np.uint16), b.view(np.uint16), c, np.int32(m), np.int32(n),
                             np.int32(k)], shared_mem=gemm.smem_bytes, compare=(2,))

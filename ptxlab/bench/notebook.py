@@ -437,6 +437,9 @@ class LearnerGemmView:
     sizes: tuple[int, ...] = ()
     ok: bool = True
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:   # plain-text outputs, exports
+        printer.text(str(self))
+
     def __str__(self) -> str:
         lines = [self.note]
         if self.rows:

@@ -334,7 +334,9 @@ def markdown(res: dict, plots: list[str]) -> str:
         f"- device: {d['name']} ({d['sm']}, {d['multiprocessors']} SMs), CUDA driver "
         f"{d['cuda_driver']}, runtime {d['cuda_runtime']}, CuPy {d['cupy']}",
         f"- our GEMM: `{res.get('gemm_config', '')}` (`GEMM_BEST`, "
-        "`ptxlab.bench.kernels`)",
+        "`ptxlab.bench.kernels`)"
+        + (f"; with B column-major `{res['gemm_config_b_col']}` (`GEMM_BEST_B_COL`)"
+           if res.get("gemm_config_b_col") else ""),
         "- timing: CUDA events around each call, warm-up first, median over the repetitions "
         "(count in report.json), inputs rotated over several buffer sets; every kernel checked "
         "against an fp32 product of fresh random inputs, its output poisoned first. "
