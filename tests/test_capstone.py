@@ -212,3 +212,18 @@ def test_profile_target_reads_both_kinds_of_configuration():
     assert target[:2] == ["--peer", "8192"] and kfilter == "regex:cutlass"
     target, kfilter = gemm_profile.target_args(GEMM_BEST, 4096)
     assert target[0] == "4096" and "split_copies=1" in target and kfilter == "gemm_f16"
+
+
+def test_the_fixed_cost_of_a_block_tile_is_the_intercept_of_a_k_sweep():
+    """The prologue-and-epilogue share in the report: t(K) = fixed + per_k K, fitted."""
+    from ptxlab.bench import report, runs
+    ks = [256, 512, 1024, 2048, 4096]
+    fit = runs.fixed_cost_fit(ks, [0.02 + 0.0001 * k for k in ks])
+    assert abs(fit["fixed_ms"] - 0.02) < 1e-9 and abs(fit["per_k_ms"] - 1e-4) < 1e-12
+    assert abs(fit["share"][-1] - 0.02 / 0.4296) < 1e-9 and fit["max_residual_ms"] < 1e-9
+    res = {"fixed_cost": {"config": "cfg", "variant": "B row-major, f16 out", "m": 4096,
+                          "n": 4096, "correct": True, **fit}}
+    text = "\n".join(report._fixed_cost_lines(res))
+    assert "t = 20.0 us + K x 100.00 ns" in text
+    assert "43.9% of the time at K = 256, 4.7% of the time at K = 4096" in text
+    assert report._fixed_cost_lines({}) == []

@@ -187,3 +187,4 @@ def test_the_course_answer_as_a_gemm_on_the_gpu(answer):
     rec = runs.gemm_run(gemm, 1024, 1024, 1024, sets=1, kind="learner")
     assert rec["correct"] and rec["tflops"] > 0 and rec["kernel"] == "learner"
     assert GEMM_BEST.variant == rec["variant"]
+

@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip Nsight Compute (the GEMM profiles and the bank-conflict study)")
     parser.add_argument("--no-peer", action="store_true",
                         help="skip CUTLASS's GEMM (built with nvcc from the CUTLASS headers)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="interleaved rounds of ours, CUTLASS and cuBLAS per size (default 3)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds of ours, CUTLASS and cuBLAS per size (default 5)")
     parser.add_argument("--notes", default="", help="free text added to the report")
 
 
@@ -105,6 +105,10 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     res["cutlass_sweep"] = sweep
     res["gemm_rounds"] = records
     res["learner"] = _learner_records(args.gemm_sizes, log)
+    res["fixed_cost"] = runs.fixed_cost_run(GEMM_BEST, 4096, 4096)
+    log(f"fixed cost per block tile (K sweep at 4096 x 4096): "
+        f"{res['fixed_cost']['fixed_ms'] * 1e3:.1f} us, "
+        f"{res['fixed_cost']['share'][-1]:.1%} of the 4096^3 GEMM")
     if args.no_ncu:
         res["gemm_profile"] = [{"measured": False, "reason": "--no-ncu given"}]
         res["bank_study"] = {"measured": False, "reason": "--no-ncu given",

@@ -323,6 +323,23 @@ def _sweep_lines(res: dict) -> list[str]:
     return lines
 
 
+def _fixed_cost_lines(res: dict) -> list[str]:
+    fc = res.get("fixed_cost")
+    if not fc or "fixed_ms" not in fc:
+        return []
+    times = ", ".join(f"{k}: {t:.3f} ms" for k, t in zip(fc["ks"], fc["ms"]))
+    share = fc["share"]
+    return ["", "### The prologue and epilogue's share (a K sweep)", "",
+            f"`{fc['config']}` ({fc['variant']}) at M = N = {fc['m']} and K = "
+            f"{', '.join(map(str, fc['ks']))}: {times} (correct: "
+            f"{'yes' if fc['correct'] else 'NO'}). A straight line through them, t = "
+            f"{fc['fixed_ms'] * 1e3:.1f} us + K x {fc['per_k_ms'] * 1e6:.2f} ns (largest "
+            f"residual {fc['max_residual_ms'] * 1e3:.1f} us): what does not grow with K (filling "
+            "the ring before the first mma, the epilogue's stmatrix and stores, the launch) is "
+            + ", ".join(f"{share[i]:.1%} of the time at K = {fc['ks'][i]}" for i in (0, -1))
+            + "."]
+
+
 def markdown(res: dict, plots: list[str]) -> str:
     d = res["device"]
     rounds = res.get("rounds", 1)
@@ -371,6 +388,7 @@ def markdown(res: dict, plots: list[str]) -> str:
         from .gemm_profile import summary_lines
         lines += ["", "## What limits the GEMM (Nsight Compute, one launch each)", ""]
         lines += summary_lines(gp)
+    lines += _fixed_cost_lines(res)
     lines += ["", "## Transpose", ""] + _transpose_table(res) + [
         "", f"Target: transpose at 8192^2 and 16384^2 >= {TARGET_VS_COPY:.0%} of copy bandwidth."]
     lines += ["", "## Bank-conflict study (ptxlab.model.banks prediction vs Nsight Compute)", ""]

@@ -348,6 +348,28 @@ def _sm_clock_mhz(clocks: np.ndarray) -> float | None:
     return float(np.median(cycles[ok] / ns[ok] * 1e3)) if ok.any() else None
 
 
+def fixed_cost_fit(ks, ms) -> dict:
+    """Least-squares ``t(K) = fixed + per_k * K`` over GEMM times ``ms`` at depths ``ks`` (same
+    M and N): ``fixed`` is what a block tile costs whatever its K (filling the ring before the
+    first mma, the epilogue, the launch); ``share`` its part of the time at each K of ``ks``."""
+    k = np.asarray(ks, dtype=np.float64)
+    t = np.asarray(ms, dtype=np.float64)
+    per_k, fixed = np.polyfit(k, t, 1)
+    resid = t - (fixed + per_k * k)
+    return {"ks": [int(x) for x in ks], "ms": [float(x) for x in ms], "fixed_ms": float(fixed),
+            "per_k_ms": float(per_k), "max_residual_ms": float(np.abs(resid).max()),
+            "share": [float(fixed / tt) for tt in ms]}
+
+
+def fixed_cost_run(cfg: GemmConfig, m: int, n: int, ks=(256, 512, 1024, 2048, 4096)) -> dict:
+    """``cfg`` at ``m x n`` and each depth of ``ks``, checked and timed, and
+    :func:`fixed_cost_fit` over the times: the share of the prologue and epilogue."""
+    recs = [gemm_run(cfg, m, n, k, sets=2) for k in ks]
+    fit = fixed_cost_fit(ks, [r["median_ms"] for r in recs])
+    return {"kernel": "gemm", "config": cfg.label, "variant": cfg.variant, "m": m, "n": n,
+            "correct": all(r["correct"] for r in recs), **fit}
+
+
 # ---------------------------------------------------------------------------------------------
 # Transpose and its ceilings
 # ---------------------------------------------------------------------------------------------
