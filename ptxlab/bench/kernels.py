@@ -122,8 +122,9 @@ class GemmConfig:
 #: 128x256x64, 2x4 warps of 64x64, 3 stages, each k-tile's copies spread over the k-steps, tile
 #: rows taken 16 at a time, mma.sync in column order (rows snaking), 128-byte L2 prefetch.
 GEMM_BEST = GemmConfig(split_copies=True, group_m=16, mma_order=1, l2_prefetch=128)
-#: With B column-major the mma order in columns measured 1-2% slower; rows first there.
-GEMM_BEST_B_COL = GemmConfig(split_copies=True, group_m=16, l2_prefetch=128, b_col=True)
+#: With B column-major the mma order in columns measured 1-2% slower; rows first there, and no
+#: L2 prefetch hint (the hints measured within 1% of each other, none of them ahead).
+GEMM_BEST_B_COL = GemmConfig(split_copies=True, group_m=16, b_col=True)
 #: One 64x64 tile, 128 threads: the same kernel at a size the CPU interpreter runs in seconds.
 GEMM_SMALL = GemmConfig(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=2)
 
@@ -146,8 +147,10 @@ GEMM_CANDIDATES = (
     GEMM_BEST_B_COL,
     GemmConfig(split_copies=True, b_col=True),
     GemmConfig(stages=4, split_copies=True, b_col=True),
-    GemmConfig(stages=4, split_copies=True, group_m=16, mma_order=1, l2_prefetch=128, b_col=True),
-    GemmConfig(split_copies=True, mma_order=1, b_col=True),
+    GemmConfig(split_copies=True, group_m=16, l2_prefetch=128, b_col=True),
+    GemmConfig(split_copies=True, group_m=16, l2_prefetch=256, b_col=True),
+    GemmConfig(stages=4, split_copies=True, group_m=16, l2_prefetch=256, b_col=True),
+    GemmConfig(bk=128, stages=2, epi_rows=16, group_m=16, l2_prefetch=128, b_col=True),
 )
 
 
