@@ -283,15 +283,15 @@ capstone.check_kernels()
 # `cupy.ascontiguousarray(a.T)`. Without one, it shows the committed H100 report instead and
 # says so, with CUTLASS's own `mma.sync` GEMM beside ours.
 #
-# On the H100 (`reports/capstone/REPORT.md`, 2026-11-24) the transpose runs at 92-95% of copy
-# bandwidth. The GEMM reaches 430-439 TFLOP/s at 4096³-8192³: 0.65-0.67 of the `mma.sync`
-# ceiling (659 TFLOP/s, registers only), level with CUTLASS's `mma.sync` GEMM (429-433, the best
-# of a 12-configuration sweep), and about two thirds of cuBLAS (636-643).
+# On the H100 (`reports/capstone/REPORT.md`, 2026-11-24) the transpose runs at 93-95% of copy
+# bandwidth. The GEMM reaches 426-435 TFLOP/s at 4096³-8192³: 0.65-0.66 of the `mma.sync`
+# ceiling (657 TFLOP/s, registers only), level with CUTLASS's `mma.sync` GEMM (421-429, the best
+# of a 12-configuration sweep), and about two thirds of cuBLAS (632-637).
 #
 # <details><summary>What limits an mma.sync GEMM on this GPU</summary>
 #
 # Every GEMM of the report, ours, CUTLASS's and cuBLAS's, ran at the board's power limit
-# (about 700 W), the SM clock held at 1.3-1.6 GHz, while the ceiling ran at 1.84 GHz. Nsight
+# (about 700 W), the SM clock held at 1.3-1.6 GHz, while the ceiling ran at 1.83 GHz. Nsight
 # Compute puts our tensor pipe 84% busy and CUTLASS's 85%, both at 0.25 `ldmatrix` per `mma`;
 # shared memory, L2 and DRAM are not the limit, and there are no bank conflicts. At that clock
 # 80% of the ceiling would need the tensor pipe 95% busy or more, more than any `mma.sync` kernel
@@ -322,8 +322,8 @@ capstone.performance()
 # on every k-tile of 64, copied with `cp.async` into two slots and swizzled by your
 # `tile_offset`. It checks the product on this notebook's backend (naming the warp, lane and
 # accumulator of a wrong element) and, with a GPU, times it beside the capstone GEMM and cuBLAS.
-# Without one it shows where the course's own answer landed on the H100: about 120 TFLOP/s,
-# 0.28 of the capstone GEMM.
+# Without one it shows where the course's own answer landed on the H100: 113-121 TFLOP/s,
+# about 0.27 of the capstone GEMM.
 #
 # <details><summary>Why it is so much slower than the capstone GEMM</summary>
 #
