@@ -460,8 +460,8 @@ class LearnerGemmView:
             return "".join(out)
         top = max((v for _, _, vals in self.rows for v in vals.values()), default=1.0) or 1.0
         out.append('<table style="border-collapse:collapse;font-size:12px"><tr>'
-                   '<th style="padding:2px 8px;text-align:left">GEMM</th>'
-                   '<th style="padding:2px 8px;text-align:left">figures</th>'
+                   '<th style="padding:2px 8px;text-align:left">GEMM (where the figures are '
+                   'from)</th>'
                    + "".join(f'<th style="padding:2px 8px;text-align:left">{n}³ (TFLOP/s)</th>'
                              for n in self.sizes) + "</tr>")
         for i, (name, where, vals) in enumerate(self.rows):
@@ -471,14 +471,14 @@ class LearnerGemmView:
                 if n not in vals:
                     cells.append('<td style="padding:2px 8px">-</td>')
                     continue
-                width = int(160 * vals[n] / top)
+                width = int(120 * vals[n] / top)
                 cells.append(f'<td style="padding:2px 8px"><span style="display:inline-block;'
                              f'width:{width}px;height:9px;background:{bar}"></span> '
                              f'{vals[n]:.0f}</td>')
             weight = "font-weight:600;" if i == 0 else ""
-            out.append(f'<tr><td style="padding:2px 8px;{weight}">{render.escape(name)}</td>'
-                       f'<td style="padding:2px 8px">{render.escape(where)}</td>'
-                       + "".join(cells) + "</tr>")
+            out.append(f'<tr><td style="padding:2px 8px;{weight}">{render.escape(name)}<br>'
+                       f'<span style="color:#57606a;font-size:11px;font-weight:400">'
+                       f'{render.escape(where)}</span></td>' + "".join(cells) + "</tr>")
         out.append("</table>")
         return "".join(out)
 

@@ -136,6 +136,18 @@ def _pictures_of(page, name: str) -> None:
         screenshot(page, player.locator("svg").first, "mma_fragments.png")
 
 
+def _learner_gemm_of(page, cells, name: str) -> list[str]:
+    """With exercise 3 answered, the capstone's `time_my_gemm` cell checks the learner's loop
+    as a whole GEMM and shows it in the table, inside the column."""
+    cell = next(i for i, c in enumerate(cells) if "time_my_gemm(" in "".join(c["source"]))
+    run_cells(page, [cell])
+    text = output_text(outputs(page)[cell])
+    if "Your k-loop as a GEMM is right at" not in text:
+        return [f"{name} time_my_gemm with exercise 3 answered said {text[:300]!r}"]
+    screenshot(page, _output_of(page, "Your k-loop as a GEMM is right"), "learner_gemm.png")
+    return [f"{name} {w}" for w in _too_wide(page)]
+
+
 def test_every_notebook_of_a_fresh_workspace(workspace_lab):
     root, url, token = workspace_lab
     problems: list[str] = []
@@ -196,6 +208,8 @@ def test_every_notebook_of_a_fresh_workspace(workspace_lab):
                         problems.append(f"{name} `{meta[i]['grade_id']}`: the graded cell with "
                                         f"the solution gave {text[-300:]!r}")
                 checked[name] = len(graded)
+                if name.startswith("08_"):
+                    problems += _learner_gemm_of(page, cells, name)
 
                 # 3. the notebook's last cell, progress.show(), says so
                 last = len(cells) - 1
