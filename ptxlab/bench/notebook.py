@@ -469,14 +469,14 @@ class LearnerGemmView:
             cells = []
             for n in self.sizes:
                 if n not in vals:
-                    cells.append('<td style="padding:2px 8px">-</td>')
+                    cells.append('<td style="text-align:left;padding:2px 8px">-</td>')
                     continue
                 width = int(120 * vals[n] / top)
-                cells.append(f'<td style="padding:2px 8px"><span style="display:inline-block;'
+                cells.append(f'<td style="text-align:left;padding:2px 8px"><span style="display:inline-block;'
                              f'width:{width}px;height:9px;background:{bar}"></span> '
                              f'{vals[n]:.0f}</td>')
             weight = "font-weight:600;" if i == 0 else ""
-            out.append(f'<tr><td style="padding:2px 8px;{weight}">{render.escape(name)}<br>'
+            out.append(f'<tr><td style="text-align:left;padding:2px 8px;{weight}">{render.escape(name)}<br>'
                        f'<span style="color:#57606a;font-size:11px;font-weight:400">'
                        f'{render.escape(where)}</span></td>' + "".join(cells) + "</tr>")
         out.append("</table>")
