@@ -152,13 +152,19 @@ def test_with_a_gpu_it_is_timed_beside_ours_and_cublas(answer, monkeypatch):
     assert all(where.startswith("committed") for _, where, _ in view.rows[3:])
 
 
-def test_under_the_grader_it_is_checked_but_never_timed(answer, monkeypatch):
-    from ptxlab.bench import cli, runs
+def test_under_the_grader_nothing_is_run_or_timed(answer, monkeypatch):
+    from ptxlab.bench import cli, learner_gemm, runs
     monkeypatch.setenv(GRADED_BY_GRADER_ENV, "1")
     monkeypatch.setattr(cli, "gpu_problem", lambda: None)
     monkeypatch.setattr(runs, "gemm_run", lambda *a, **k: pytest.fail("timed under the grader"))
+    monkeypatch.setattr(learner_gemm, "check", lambda *a, **k: pytest.fail("run under the grader"))
     view = nb.time_my_gemm(answer)
-    assert view.ok and "Not timed while the grader runs this notebook" in view.note
+    assert view.ok and not view.rows
+    assert "Not checked or timed while the grader runs this notebook" in view.note
+    # nor does the performance cell measure anything on a shared grading GPU
+    monkeypatch.setattr(nb, "fresh_results", lambda *a, **k: pytest.fail("benchmarked"))
+    perf = nb.performance()
+    assert not perf.measured_now and "the grader runs this notebook" in perf.note
 
 
 def test_the_report_places_the_exercise_gemm_beside_the_others():
