@@ -476,11 +476,12 @@ class LearnerGemmView:
                     cells.append('<td style="text-align:left;padding:2px 8px">-</td>')
                     continue
                 width = int(120 * vals[n] / top)
-                cells.append(f'<td style="text-align:left;padding:2px 8px"><span style="display:inline-block;'
-                             f'width:{width}px;height:9px;background:{bar}"></span> '
-                             f'{vals[n]:.0f}</td>')
+                cells.append(f'<td style="text-align:left;padding:2px 8px"><span style="'
+                             f'display:inline-block;width:{width}px;height:9px;'
+                             f'background:{bar}"></span> {vals[n]:.0f}</td>')
             weight = "font-weight:600;" if i == 0 else ""
-            out.append(f'<tr><td style="text-align:left;padding:2px 8px;{weight}">{render.escape(name)}<br>'
+            out.append(f'<tr><td style="text-align:left;padding:2px 8px;{weight}">'
+                       f'{render.escape(name)}<br>'
                        f'<span style="color:#57606a;font-size:11px;font-weight:400">'
                        f'{render.escape(where)}</span></td>' + "".join(cells) + "</tr>")
         out.append("</table>")

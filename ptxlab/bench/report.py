@@ -110,7 +110,8 @@ def _learner_lines(res: dict) -> list[str]:
             "timed the same way by `time_my_gemm` in the notebook. Measured once per size in "
             "this run, B row-major, f16 out.", "",
             "| size | exercise 3 as a GEMM | correct | our GEMM | / ours | CUTLASS | cuBLAS "
-            "| ceiling | / ceiling |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            "| ceiling | / ceiling |",
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         out.append(f"| {r['size']} | {r['learner']:.0f} | {'yes' if r['correct'] else 'NO'} "
                    f"({r['error']:.1e}) | {_f(r['ours'], '{:.0f}')} | {_f(r['vs_ours'])} "
