@@ -17,6 +17,15 @@ def _source(defines: dict[str, int], include: str) -> str:
     return "\n".join(lines + [f'#include "{include}"', ""])
 
 
+def check_whole_tiles(what: str, mnk: tuple[int, int, int], tile: tuple[int, int, int]) -> None:
+    """Raise ``ValueError`` (starting with ``what``) unless M, N and K are positive multiples
+    of the tile's: the GEMM kernels here have no partial tiles."""
+    bad = [f"{name}={v} is not a multiple of {t}" for name, v, t in zip("MNK", mnk, tile)
+           if v % t or v <= 0]
+    if bad:
+        raise ValueError(f"{what}: " + "; ".join(bad))
+
+
 @dataclass(frozen=True)
 class GemmConfig:
     """Tile configuration of ``kernels/capstone/gemm.cu`` (kernel ``gemm_f16``)."""
@@ -98,10 +107,7 @@ class GemmConfig:
         return _source(self.defines(), "capstone/gemm.cu")
 
     def check_shape(self, m: int, n: int, k: int) -> None:
-        bad = [f"{name}={v} is not a multiple of {t}" for name, v, t in
-               (("M", m, self.bm), ("N", n, self.bn), ("K", k, self.bk)) if v % t or v <= 0]
-        if bad:
-            raise ValueError(f"GEMM tile {self.label}: " + "; ".join(bad))
+        check_whole_tiles(f"GEMM tile {self.label}", (m, n, k), (self.bm, self.bn, self.bk))
 
     def grid(self, m: int, n: int, sms: int | None = None) -> tuple[int]:
         """One block per tile; persistent: ``min_blocks`` per SM (``sms`` of them), at most one

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kernels import check_whole_tiles
+
 __all__ = ["LearnerGemm", "LearnerGemmError", "GemmCheck", "k_loop_body", "gemm_from_k_loop",
            "course_solution", "check", "UNANSWERED_MARKS"]
 
@@ -159,11 +161,8 @@ class LearnerGemm:
         return self.text
 
     def check_shape(self, m: int, n: int, k: int) -> None:
-        bad = [f"{name}={v} is not a multiple of {t}" for name, v, t in
-               (("M", m, self.bm), ("N", n, self.bn), ("K", k, self.bk)) if v % t or v <= 0]
-        if bad:
-            raise ValueError(f"{self.label} ({self.bm}x{self.bn} blocks, k-tiles of {self.bk}): "
-                             + "; ".join(bad))
+        check_whole_tiles(f"{self.label} ({self.bm}x{self.bn} blocks, k-tiles of {self.bk})",
+                          (m, n, k), (self.bm, self.bn, self.bk))
 
     def grid(self, m: int, n: int, sms: int | None = None) -> tuple[int]:
         return ((m // self.bm) * (n // self.bn),)
