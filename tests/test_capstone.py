@@ -227,3 +227,17 @@ def test_the_fixed_cost_of_a_block_tile_is_the_intercept_of_a_k_sweep():
     assert "t = 20.0 us + K x 100.00 ns" in text
     assert "43.9% of the time at K = 256, 4.7% of the time at K = 4096" in text
     assert report._fixed_cost_lines({}) == []
+
+
+def test_a_failing_job_becomes_a_record_and_the_rounds_go_on():
+    from ptxlab.bench import runs
+
+    def boom():
+        raise RuntimeError("no GPU")
+
+    assert runs.record_of("cfg", 256, boom) == {"config": "cfg", "m": 256,
+                                                "error": "RuntimeError: no GPU"}
+    recs = runs.in_rounds([("cfg", 256, boom), ("ok", 256, lambda: {"m": 256})], 2,
+                          log=lambda r: None)
+    assert [r.get("error", "ok") for r in recs] == ["RuntimeError: no GPU", "ok"] * 2
+    assert [r["round"] for r in recs] == [0, 0, 1, 1]

@@ -88,9 +88,7 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     for n in args.gemm_sizes:
         best = {}
         for kern in kernels:   # CUTLASS's sweep at this size
-            rec = runs.in_rounds([(kern.cfg.label, n, lambda k=kern: runs.peer_run(k, n, n, n))],
-                                 1, log=lambda r: None)[0]
-            rec.pop("round", None)
+            rec = runs.record_of(kern.cfg.label, n, lambda k=kern: runs.peer_run(k, n, n, n))
             sweep.append(rec)
             if rec.get("correct") and rec["tflops"] > best.get(rec["variant"], (0, None))[0]:
                 best[rec["variant"]] = (rec["tflops"], kern)
@@ -138,10 +136,9 @@ def _learner_records(sizes, log=print) -> list[dict]:
         return [{"kernel": "learner", "measured": False, "reason": str(exc)}]
     out = []
     for n in sizes:
-        rec = runs.in_rounds([(gemm.label, n, lambda n=n: runs.gemm_run(gemm, n, n, n,
-                                                                          kind="learner"))],
-                             1, log=lambda r: log(_record_line(r)))[0]
-        rec.pop("round", None)
+        rec = runs.record_of(gemm.label, n,
+                             lambda n=n: runs.gemm_run(gemm, n, n, n, kind="learner"))
+        log(_record_line(rec))
         out.append(rec)
     return out
 

@@ -220,18 +220,24 @@ def peer_kernels(configs=None, log=print) -> tuple[list, dict]:
     return kernels, {"measured": True, **info}
 
 
+def record_of(name: str, size: int, job) -> dict:
+    """``job()``'s record, or, if it raises, a record of the error (``config``, ``m``,
+    ``error``), so one failing kernel does not end a run."""
+    try:
+        return job()
+    except Exception as exc:  # keep measuring; record why
+        return {"config": name, "m": size, "error": f"{type(exc).__name__}: {exc}"}
+
+
 def in_rounds(jobs, rounds: int, log=print) -> list[dict]:
     """Run every job (``(name, size, callable returning a record)``) once per round, round
     after round, so that slow drift of the clock or temperature over a run falls on every
     kernel alike; each record gets its ``round``. A job that raises becomes a record with the
-    error, and the others go on."""
+    error (:func:`record_of`), and the others go on."""
     out = []
     for r in range(rounds):
         for name, size, job in jobs:
-            try:
-                rec = job()
-            except Exception as exc:  # keep measuring; record why
-                rec = {"config": name, "m": size, "error": f"{type(exc).__name__}: {exc}"}
+            rec = record_of(name, size, job)
             rec["round"] = r
             out.append(rec)
             log(rec)
