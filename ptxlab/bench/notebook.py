@@ -488,30 +488,35 @@ class LearnerGemmView:
         return "".join(out)
 
 
-def _committed_gemm_rows(res: dict, sizes) -> list[tuple[str, str, dict]]:
-    """The report's figures at ``sizes`` (B row-major, f16 out): the course's own exercise-3
-    GEMM, ours, CUTLASS's best, cuBLAS and the ceiling."""
-    where = f"committed, {res['device'].get('name', '?').replace('NVIDIA ', '')} {res['date'][:10]}"
-    variant = "B row-major, f16 out"
+#: The rows of the learner's table, by the report's key for their figures.
+_GEMM_ROWS = {"learner": "the course's answer to exercise 3, as a GEMM",
+              "gemm": "the capstone GEMM (GEMM_BEST)",
+              "cutlass": "CUTLASS mma.sync GEMM (best of its sweep)",
+              "cublas": "cuBLAS (cupy.matmul, wgmma)",
+              "mma_peak": "mma.sync ceiling (registers only)"}
 
-    def pick(records, any_variant: str = variant) -> dict:
-        best: dict = {}
-        for r in records:
-            if r.get("m") in sizes and r.get("variant", variant) in (variant, any_variant) \
-                    and "tflops" in r:
-                best[r["m"]] = max(best.get(r["m"], 0.0), r["tflops"])
-        return best
 
-    rows = [("the course's answer to exercise 3, as a GEMM", where, pick(res.get("learner", []))),
-            ("the capstone GEMM (GEMM_BEST)", where, pick(res.get("gemm", []))),
-            ("CUTLASS mma.sync GEMM (best of its sweep)", where,
-             pick([r for r in res.get("cutlass", []) if r.get("correct")])),
-            ("cuBLAS (cupy.matmul, wgmma)", where,
-             pick(res.get("cublas", []), any_variant="cupy.matmul fp16, B row-major"))]
-    peak = (res.get("mma_peak") or {}).get("tflops")
-    if peak:
-        rows.append(("mma.sync ceiling (registers only)", where, {n: peak for n in sizes}))
-    return [r for r in rows if r[2]]
+def _committed_gemm_rows(res: dict, sizes) -> dict[str, tuple[str, str, dict]]:
+    """The report's figures at ``sizes`` (B row-major, f16 out), by :data:`_GEMM_ROWS` key:
+    the course's own exercise-3 GEMM, ours, CUTLASS's best, cuBLAS and the ceiling."""
+    device = res["device"].get("name", "?").replace("NVIDIA ", "")
+    where = f"committed, {device} {res['date'][:10]}"
+    wanted = {"cublas": "cupy.matmul fp16, B row-major"}
+    rows = {}
+    for kind, name in _GEMM_ROWS.items():
+        if kind == "mma_peak":
+            peak = (res.get("mma_peak") or {}).get("tflops")
+            vals = {n: peak for n in sizes} if peak else {}
+        else:
+            vals = {}
+            for r in res.get(kind, []):
+                if (r.get("m") in sizes and "tflops" in r
+                        and r.get("variant") == wanted.get(kind, "B row-major, f16 out")
+                        and (kind != "cutlass" or r.get("correct"))):
+                    vals[r["m"]] = max(vals.get(r["m"], 0.0), r["tflops"])
+        if vals:
+            rows[kind] = (name, where, vals)
+    return rows
 
 
 def time_my_gemm(k_loop_source: str, sizes=(2048, 4096), *, warps_m: int = 4,
@@ -543,12 +548,12 @@ def time_my_gemm(k_loop_source: str, sizes=(2048, 4096), *, warps_m: int = 4,
     try:
         committed = _committed_gemm_rows(committed_report(folder), sizes)
     except FileNotFoundError as exc:
-        committed = []
+        committed = {}
         checked += f" ({exc})"
     problem = gpu_problem()
     if problem is not None:
         return LearnerGemmView(f"{checked} Timing it needs a GPU ({problem}); the committed "
-                               "H100 figures are below.", committed, tuple(sizes))
+                               "H100 figures are below.", list(committed.values()), tuple(sizes))
     from . import runs
 
     mine, ours, cublas = {}, {}, {}
@@ -561,8 +566,8 @@ def time_my_gemm(k_loop_source: str, sizes=(2048, 4096), *, warps_m: int = 4,
         ours[n] = runs.gemm_run(GEMM_BEST, n, n, n, sets=2)["tflops"]
         cublas[n] = runs.cublas_run(n, n, n, sets=2)["tflops"]
     now = f"measured now, {runs.device_info()['name'].replace('NVIDIA ', '')}"
-    rows = [("your k-loop as a GEMM", now, mine), ("the capstone GEMM (GEMM_BEST)", now, ours),
-            ("cuBLAS (cupy.matmul, wgmma)", now, cublas)]
-    rows += [r for r in committed if r[0].startswith(("CUTLASS", "mma.sync", "the course"))]
+    rows = [("your k-loop as a GEMM", now, mine), (_GEMM_ROWS["gemm"], now, ours),
+            (_GEMM_ROWS["cublas"], now, cublas)]
+    rows += [committed[k] for k in ("learner", "cutlass", "mma_peak") if k in committed]
     return LearnerGemmView(checked + " Timed with CUDA events (median).", rows, tuple(sizes))
 
