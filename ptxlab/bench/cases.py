@@ -67,9 +67,10 @@ def kernel_cases(rng: np.random.Generator, small: bool = True) -> list[KernelCas
 
 
 def candidate_configs() -> list[GemmConfig]:
-    """Every GEMM configuration the benchmark can pick: :data:`GEMM_CANDIDATES`, and the B
-    column-major and f32-output forms of ``GEMM_BEST`` (which the benchmark reports) and of
-    the first candidate (the tile the sweep is judged against)."""
+    """Every GEMM configuration the benchmark and the sweep can run: :data:`GEMM_CANDIDATES`
+    (``GEMM_BEST_B_COL``, the benchmark's B column-major GEMM, among them), and the B
+    column-major and f32-output forms of ``GEMM_BEST`` (the benchmark reports its f32 form)
+    and of the first candidate (the tile the sweep is judged against)."""
     bases = [GEMM_BEST] + ([GEMM_CANDIDATES[0]] if GEMM_CANDIDATES[0] != GEMM_BEST else [])
     return list(GEMM_CANDIDATES) + [c.replace(**v) for c in bases
                                     for v in ({"b_col": True}, {"out_f32": True})]
