@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..run.backends import KernelCase
-from .kernels import (GEMM_BEST, GEMM_CANDIDATES, GEMM_SMALL, TRANSPOSE_SMALL, GemmConfig,
-                      TransposeConfig)
+from .kernels import (GEMM_BEST, GEMM_CANDIDATES, GEMM_SMALL, GEMM_TOL_F16, GEMM_TOL_F32,
+                      TRANSPOSE_SMALL, GemmConfig, TransposeConfig)
 
 #: Bits written into every output element before a launch; a kernel that skips one is caught.
 POISON_F16 = 0x7E00        # fp16 NaN
@@ -124,7 +124,7 @@ def check_output(case: KernelCase, got: np.ndarray) -> str | None:
     if not np.isfinite(vals).all():
         r, c = np.argwhere(~np.isfinite(vals))[0]
         return f"{case.name}: C[{r},{c}] is {vals[r, c]} (never written, or overflow)"
-    tol = 1e-3 if got.dtype == np.uint32 else 1e-2
+    tol = GEMM_TOL_F32 if got.dtype == np.uint32 else GEMM_TOL_F16
     err = np.linalg.norm(vals - ref) / np.linalg.norm(ref)
     if err > tol:
         r, c = np.unravel_index(np.argmax(np.abs(vals - ref)), ref.shape)

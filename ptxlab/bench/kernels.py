@@ -10,6 +10,10 @@ from dataclasses import dataclass, fields
 
 #: Above this, a launch must raise the kernel's dynamic shared-memory limit first.
 DEFAULT_SMEM_LIMIT = 48 * 1024
+#: Relative Frobenius error accepted for fp16 output (fp16 rounding of the result dominates).
+GEMM_TOL_F16 = 1e-2
+#: For fp32 output only the fp32 accumulation order differs from the reference.
+GEMM_TOL_F32 = 1e-3
 
 
 def _source(defines: dict[str, int], include: str) -> str:

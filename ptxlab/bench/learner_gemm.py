@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels import check_whole_tiles
+from .kernels import GEMM_TOL_F16, check_whole_tiles
 
 __all__ = ["LearnerGemm", "LearnerGemmError", "GemmCheck", "k_loop_body", "gemm_from_k_loop",
            "course_solution", "check", "UNANSWERED_MARKS"]
@@ -224,7 +224,7 @@ class GemmCheck:
 
 def _first_wrong(gemm: LearnerGemm, got: np.ndarray, ref: np.ndarray) -> str | None:
     vals = got.view(np.float16).astype(np.float64)
-    tol = 1e-2
+    tol = GEMM_TOL_F16
     finite = np.isfinite(vals)
     if finite.all():
         err = np.linalg.norm(vals - ref) / np.linalg.norm(ref)

@@ -13,13 +13,9 @@ import numpy as np
 
 from ..run import kernel_params, sources
 from ..run.ptx.errors import CompilerNotFound
-from .kernels import DEFAULT_SMEM_LIMIT, GemmConfig, TransposeConfig, mma_peak_source
+from .kernels import (DEFAULT_SMEM_LIMIT, GEMM_TOL_F16, GEMM_TOL_F32, GemmConfig,
+                      TransposeConfig, mma_peak_source)
 from .timing import time_gpu
-
-#: Relative Frobenius error accepted for fp16 output (fp16 rounding of the result dominates).
-GEMM_TOL_F16 = 1e-2
-#: For fp32 output only the fp32 accumulation order differs from the reference.
-GEMM_TOL_F32 = 1e-3
 
 
 def cupy_module():
