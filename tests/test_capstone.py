@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ptxlab import backends
-from ptxlab.bench import cases
+from ptxlab.bench import cases, kernels
 from ptxlab.bench.kernels import (GEMM_BEST, GEMM_CANDIDATES, GEMM_SMALL, GemmConfig,
                                   TransposeConfig)
 
@@ -94,7 +94,7 @@ def test_capstone_kernels_on_cpu_model(index):
     _run_on_cpu(cases.kernel_cases(np.random.default_rng(100 + index))[index])
 
 
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(len(cases.feature_cases(np.random.default_rng(0)))))
 def test_gemm_options_on_cpu_model(index):
     _run_on_cpu(cases.feature_cases(np.random.default_rng(200 + index))[index])
 
@@ -102,6 +102,67 @@ def test_gemm_options_on_cpu_model(index):
 @pytest.mark.parametrize("index", range(len(cases.candidate_configs())))
 def test_benchmark_candidates_on_cpu_model(index):
     _run_on_cpu(cases.candidate_cases(np.random.default_rng(300 + index))[index])
+
+
+@pytest.mark.parametrize("index", range(len(kernels.TRANSPOSE_SWEEP)))
+def test_transpose_sweep_tiles_on_cpu_model(index):
+    _run_on_cpu(cases.transpose_sweep_cases(np.random.default_rng(400 + index))[index])
+
+
+def test_split_k_leaves_its_counters_at_zero_and_needs_whole_slices():
+    """Each launch's last block per tile resets the tile's counter, so the next launch starts
+    from zero; a K that does not split into whole k-tiles per slice is refused."""
+    cfg = GEMM_SMALL.replace(split_k=2)
+    assert cfg.grid(128, 128) == (8,) and cfg.scratch(128, 128) == [(128 * 128 * 2, "float32"),
+                                                                     (4, "int32")]
+    assert GEMM_SMALL.scratch(128, 128) == []
+    with pytest.raises(ValueError, match="K=96 is not a multiple of 64"):
+        cfg.check_shape(128, 128, 96)
+    reason = _cpu_reason()
+    if reason:
+        pytest.skip(f"CPU model unavailable: {reason}")
+    case = cases.gemm_case(np.random.default_rng(9), cfg, 128, 128, 128)
+    res = case.launch("cpu")
+    assert cases.check_output(case, res.outputs[2]) is None
+    assert not res.outputs[-1].any()
+    # Without the reduction (one slice's partial only) the check fails.
+    half = cases.gemm_case(np.random.default_rng(9), GEMM_SMALL, 128, 128, 64)
+    half.args[0][:] = case.args[0][:, :64]
+    half.args[1][:] = case.args[1][:64]
+    assert cases.check_output(case, half.launch("cpu").outputs[2]) is not None
+
+
+def test_the_benchmark_picks_the_configuration_of_the_problem_size():
+    for size, by_layout in kernels.GEMM_BY_SIZE.items():
+        for b_col, cfg in by_layout.items():
+            assert cfg.b_col == b_col and not cfg.out_f32
+            assert cfg in kernels.GEMM_SWEEP[size], f"{size}: {cfg.label} was not swept there"
+            assert kernels.gemm_config_for(size, size, size, b_col=b_col) == cfg
+            assert kernels.gemm_config_for(size, size, size, b_col=b_col,
+                                           out_f32=True) == cfg.replace(out_f32=True)
+    small = min(kernels.GEMM_BY_SIZE)
+    assert kernels.gemm_config_for(2 * small, 2 * small, 3 * small) == \
+        kernels.GEMM_BY_SIZE[2 * small][False]
+    for size, cfg in kernels.TRANSPOSE_BY_SIZE.items():
+        assert cfg in kernels.TRANSPOSE_SWEEP and kernels.transpose_config_for(size, size) == cfg
+    with pytest.raises(ValueError, match="not a multiple"):
+        kernels.gemm_config_for(1000, 1000, 1000)
+
+
+def test_noisy_timings_are_flagged_and_rounds_keep_their_spread():
+    from ptxlab.bench import runs
+    from ptxlab.bench.timing import Timing
+    steady = Timing(tuple(1.0 + 0.001 * i for i in range(20)), batch=8, method="graph")
+    noisy = Timing(tuple([1.0] * 10 + [1.5] * 10))
+    assert not steady.noisy and steady.as_dict()["batch"] == 8
+    assert noisy.noisy and noisy.as_dict()["noisy"] and noisy.as_dict()["min_ms"] == 1.0
+    recs = [{"kernel": "gemm", "config": "c", "variant": "v", "m": 64, "tflops": t,
+             "correct": True, "round": r, "spread": sp, "min_ms": 1.0 / t, "median_ms": 1.1 / t}
+            for r, (t, sp) in enumerate([(10, 0.02), (11, 0.2), (12, 0.3)])]
+    merged = runs.merge_rounds(recs)[0]
+    assert merged["spread_rounds"] == [0.02, 0.2, 0.3] and merged["spread"] == 0.2
+    assert merged["noisy"] and merged["min_ms"] == 1.0 / 12
+    assert abs(merged["rounds_spread"] - 2 / 11) < 1e-12
 
 
 @pytest.mark.gpu
@@ -199,6 +260,34 @@ def test_report_puts_cutlass_beside_ours_or_says_why_not():
     assert "not measured (why: below)" in text and "Not measured: nvcc is not installed" in text
     assert "CUTLASS: not measured (nvcc is not installed)" in report.table_lines(
         _fake_results(False))
+
+
+def test_report_says_what_held_the_clock_and_prints_the_ratio_table():
+    from ptxlab.bench import report
+    res = _fake_results(True)
+    res["device"]["max_sm_clock_mhz"] = 1980.0
+    res["gemm"][0].update(nvml_sm_clock_mhz=1500.0, nvml_power_capped=1.0, nvml_power_w=699.0)
+    res["cutlass"][0].update(nvml_sm_clock_mhz=1700.0, nvml_power_capped=0.1, nvml_power_w=600.0)
+    res["cublas"][0].update(nvml_sm_clock_mhz=1980.0, nvml_power_capped=0.0, nvml_power_w=500.0)
+    assert report.limit_of(res["gemm"][0], res["device"]) == "power"
+    assert report.limit_of(res["cutlass"][0], res["device"]) == "clock"
+    assert report.limit_of(res["cublas"][0], res["device"]) == "none"
+    assert report.limit_of({"tflops": 1}, res["device"]) is None
+    text = report.markdown(res, [])
+    assert "| 4096^3 | row-major | 0.96 | 0.60 | 0.80 | 0.96 | power / clock / none |" in text
+    assert "power (100% of samples at the limit, 1500 MHz)" in text
+
+
+def test_a_noisy_figure_is_flagged_and_no_target_is_judged_on_it():
+    from ptxlab.bench import report
+    res = _fake_results(True)
+    res["cutlass"][0].update(noisy=True, spread=0.25)
+    row = report.gemm_rows(res)[0]
+    assert row["noisy"] == ["CUTLASS"] and "peer_target_met" not in row
+    assert "target_met" not in row
+    text = report.markdown(res, [])
+    assert "(500: noisy) (c)" in text and "not judged: noisy" in text
+    assert "0.96 (noisy: CUTLASS)" in text
 
 
 def test_profile_target_reads_both_kinds_of_configuration():

@@ -9,6 +9,14 @@
 // A is row-major (M x K). B is row-major (K x N) or, with GEMM_B_COL=1, column-major (stored as
 // N x K). M, N, K must be multiples of GEMM_BM, GEMM_BN, GEMM_BK (the host side checks).
 //
+// With GEMM_SPLIT_K = S > 1 the K dimension is cut into S slices and S blocks share a tile of C
+// (block b computes slice b / tiles of tile b % tiles): that fills the SMs where the grid of
+// tiles alone would leave many idle (1024^3 is 32 tiles of 128x256 on 132 SMs). Each block
+// writes its fp32 partial tile to the workspace W and takes a ticket from the tile's counter;
+// the block with the last ticket adds the others' partials to its accumulators, resets the
+// counter for the next launch and runs the epilogue. No block waits for another, so the order
+// in which blocks run (the CPU interpreter runs them one at a time) does not matter.
+//
 // A block computes the tiles blockIdx.x, blockIdx.x + gridDim.x, ... of C: launched with one
 // block per tile it is an ordinary GEMM; launched with one block per SM it is persistent, and the
 // cp.async ring runs on across tiles, so the next tile's first k-tiles are in flight while the
@@ -76,6 +84,9 @@
 #ifndef GEMM_PERSISTENT
 #define GEMM_PERSISTENT 0        // 1: a block loops over tiles (launched with one per SM)
 #endif
+#ifndef GEMM_SPLIT_K
+#define GEMM_SPLIT_K 1           // K slices per tile of C, reduced through the workspace
+#endif
 #ifndef GEMM_MMA_ORDER
 #define GEMM_MMA_ORDER 0         // 0: m16 rows outer (A reused); 1: n8 columns outer, rows snake
 #endif
@@ -90,7 +101,10 @@ constexpr int WTN = BN / WARPS_N;          // columns of C one warp owns
 constexpr int MT = WTM / 16;               // m16 tiles per warp
 constexpr int NT = WTN / 8;                // n8 tiles per warp
 constexpr int KS = BK / 16;                // k16 steps per shared tile
+constexpr int SPLIT_K = GEMM_SPLIT_K;
 static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "tile shape");
+static_assert(SPLIT_K >= 1 && (SPLIT_K == 1 || !GEMM_PERSISTENT),
+              "split-K blocks compute one tile slice each (not persistent)");
 
 // Shared tiles are rows of 16-byte chunks. A: BM rows of BK/8 chunks. B row-major: BK rows of
 // BN/8 chunks; B column-major: BN rows of BK/8 chunks.
@@ -160,18 +174,19 @@ static_assert(THREADS % A_C == 0 && THREADS % B_C == 0, "a warp-block row split 
 static_assert(A_ROWS_PER_COPY % 8 == 0 && B_ROWS_PER_COPY % 8 == 0, "swizzle-invariant copy step");
 
 __device__ __forceinline__ CopyPlan make_copy_plan(const unsigned short* A, const unsigned short* B,
-                                                   int m0, int n0, int N, int K, int tid) {
+                                                   int m0, int n0, int k0, int N, int K,
+                                                   int tid) {
     CopyPlan p;
     const int a_row = tid / A_C, a_ch = tid % A_C, b_row = tid / B_C, b_ch = tid % B_C;
-    p.a_src = A + (u64)(m0 + a_row) * K + a_ch * 8;
+    p.a_src = A + (u64)(m0 + a_row) * K + k0 + a_ch * 8;
     p.a_dst = tile_offset<A_C>(a_row, a_ch);
     p.a_step = (u64)A_ROWS_PER_COPY * K;
 #if GEMM_B_COL
-    p.b_src = B + (u64)(n0 + b_row) * K + b_ch * 8;
+    p.b_src = B + (u64)(n0 + b_row) * K + k0 + b_ch * 8;
     p.b_step = (u64)B_ROWS_PER_COPY * K;
     p.b_next = BK;
 #else
-    p.b_src = B + (u64)b_row * N + n0 + b_ch * 8;
+    p.b_src = B + (u64)(k0 + b_row) * N + n0 + b_ch * 8;
     p.b_step = (u64)B_ROWS_PER_COPY * N;
     p.b_next = (u64)BK * N;
 #endif
@@ -215,9 +230,9 @@ struct Producer {
 #endif
 };
 __device__ __forceinline__ void start_tile(Producer& pr, const unsigned short* A,
-                                           const unsigned short* B, int m0, int n0, int N, int K,
-                                           int KT, int tid) {
-    pr.plan = make_copy_plan(A, B, m0, n0, N, K, tid);
+                                           const unsigned short* B, int m0, int n0, int k0, int N,
+                                           int K, int KT, int tid) {
+    pr.plan = make_copy_plan(A, B, m0, n0, k0, N, K, tid);
     pr.left = KT;
 }
 #if GEMM_PERSISTENT
@@ -257,7 +272,7 @@ __device__ __forceinline__ void produce_finish(Producer& pr, const unsigned shor
                 tile_origin(pr.tile, M, N, m0, n0);
             }
             pr.next = -1;
-            start_tile(pr, A, B, m0, n0, N, K, KT, tid);
+            start_tile(pr, A, B, m0, n0, 0, N, K, KT, tid);
         }
     }
 #else
@@ -269,7 +284,7 @@ __device__ __forceinline__ void produce_finish(Producer& pr, const unsigned shor
 #if GEMM_PERSISTENT
 #define FOR_EACH_TILE(tile) for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
 #else
-#define FOR_EACH_TILE(tile) for (int tile = blockIdx.x, once_ = 1; once_; once_ = 0)
+#define FOR_EACH_TILE(tile) for (int tile = first_tile, once_ = 1; once_; once_ = 0)
 #endif
 
 // ldmatrix the A and B fragments of k-step `ks` of the shared tile at `base`.
@@ -390,17 +405,71 @@ __device__ __forceinline__ void epilogue(const float (&acc)[MT][NT][4], u32 stag
 }
 #endif
 
+#if GEMM_SPLIT_K > 1
+// The split-K reduction of one block's slice of `tile`: its fp32 partial goes to the workspace
+// (float4 `(i * NT + j) * THREADS + tid` of the block's area: 16 contiguous bytes per thread,
+// coalesced), then the block takes a ticket from the tile's counter. True for the block with the
+// last ticket, which has then added every other slice's partial to `acc` and reset the counter;
+// the others are done. The fences order each block's partial before its ticket, and the other
+// blocks' partials before the last block's reads (read through L2: .cg).
+__device__ __forceinline__ bool split_k_reduce(float (&acc)[MT][NT][4], float* W, int* counters,
+                                               int tile, int slice, int tid) {
+    __shared__ int ticket;
+    constexpr int AREA = BM * BN / 4;   // float4 per slice of a tile
+    float4* mine = reinterpret_cast<float4*>(W) + (u64)(tile * SPLIT_K + slice) * AREA;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+            mine[(i * NT + j) * THREADS + tid] =
+                make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+    __threadfence();
+    block_sync();
+    if (tid == 0) ticket = atomicAdd(counters + tile, 1);
+    block_sync();
+    if (ticket != SPLIT_K - 1) return false;
+    __threadfence();
+    for (int s = 0; s < SPLIT_K; ++s) {
+        if (s == slice) continue;
+        const float4* other = reinterpret_cast<const float4*>(W) + (u64)(tile * SPLIT_K + s) * AREA;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const float4 v = __ldcg(other + (i * NT + j) * THREADS + tid);
+                acc[i][j][0] += v.x;
+                acc[i][j][1] += v.y;
+                acc[i][j][2] += v.z;
+                acc[i][j][3] += v.w;
+            }
+    }
+    if (tid == 0) counters[tile] = 0;
+    return true;
+}
+#endif
+
 }  // namespace gemm
 
+// C = A * B. With GEMM_SPLIT_K > 1 two more arguments: the fp32 workspace W (SPLIT_K partial
+// tiles per tile of C, M * N * SPLIT_K floats) and one int counter per tile of C, all zero before
+// the first launch (each launch leaves them zero again).
 extern "C" __global__ void __launch_bounds__(gemm::THREADS, GEMM_MIN_BLOCKS)
 gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
-         void* __restrict__ C, int M, int N, int K) {
+         void* __restrict__ C, int M, int N, int K
+#if GEMM_SPLIT_K > 1
+         , float* __restrict__ W, int* __restrict__ counters
+#endif
+) {
     using namespace gemm;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const u32 smem = smem_addr(smem_raw);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-    const int tiles = (M / BM) * (N / BN), KT = K / BK;
+    const int tiles = (M / BM) * (N / BN), KT = K / BK / SPLIT_K;
+    // Split-K: this block's tile and the first column of A (row of B) of its K slice.
+    const int first_tile = SPLIT_K > 1 ? (int)blockIdx.x % tiles : (int)blockIdx.x;
+    const int slice = SPLIT_K > 1 ? (int)blockIdx.x / tiles : 0;
+    const int k0 = slice * KT * BK;
     const u32 stage_w = smem + EPI_BASE + warp * EPI_WARP_BYTES;
 
     // Per-lane ldmatrix offsets (bytes inside a stage). The swizzle depends only on row bits that
@@ -443,10 +512,10 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
     pr.tile = blockIdx.x;
     pr.next = -1;
 #endif
-    if ((int)blockIdx.x < tiles) {
+    if (first_tile < tiles) {
         int m0, n0;
-        tile_origin(blockIdx.x, M, N, m0, n0);
-        start_tile(pr, A, B, m0, n0, N, K, KT, tid);
+        tile_origin(first_tile, M, N, m0, n0);
+        start_tile(pr, A, B, m0, n0, k0, N, K, KT, tid);
     }
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -536,6 +605,9 @@ gemm_f16(const unsigned short* __restrict__ A, const unsigned short* __restrict_
 #if !GEMM_PERSISTENT
         cp_async_wait<0>();
         block_sync();  // every warp is past its last ldmatrix before any stmatrix
+#endif
+#if GEMM_SPLIT_K > 1
+        if (!split_k_reduce(acc, W, counters, tile, slice, tid)) return;
 #endif
         int m0, n0;
         tile_origin(tile, M, N, m0, n0);

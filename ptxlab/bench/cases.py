@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..run.backends import KernelCase
-from .kernels import (GEMM_BEST, GEMM_CANDIDATES, GEMM_SMALL, GEMM_TOL_F16, GEMM_TOL_F32,
-                      TRANSPOSE_SMALL, GemmConfig, TransposeConfig)
+from .kernels import (GEMM_BEST, GEMM_BY_SIZE, GEMM_CANDIDATES, GEMM_SMALL, GEMM_SWEEP,
+                      GEMM_TOL_F16, GEMM_TOL_F32, TRANSPOSE_SMALL, TRANSPOSE_SWEEP, GemmConfig,
+                      TransposeConfig)
 
 #: Bits written into every output element before a launch; a kernel that skips one is caught.
 POISON_F16 = 0x7E00        # fp16 NaN
@@ -30,10 +31,12 @@ def gemm_case(rng: np.random.Generator, cfg: GemmConfig, m: int, n: int, k: int,
     c = (np.full((m, n), POISON_F32, dtype=np.uint32) if cfg.out_f32
          else np.full((m, n), POISON_F16, dtype=np.uint16))
     grid = cfg.grid(m, n, sms)
+    scratch = [np.zeros(count, dtype=dtype) for count, dtype in cfg.scratch(m, n)]
     return KernelCase(name=f"capstone GEMM {m}x{n}x{k} {cfg.label} ({cfg.variant}) "
                            f"{grid[0]} blocks",
                       source=cfg.source(), kernel=cfg.kernel_name, grid=grid,
-                      block=(cfg.threads,), args=[a, b, c, np.int32(m), np.int32(n), np.int32(k)],
+                      block=(cfg.threads,),
+                      args=[a, b, c, np.int32(m), np.int32(n), np.int32(k), *scratch],
                       shared_mem=cfg.smem_bytes, compare=(2,))
 
 
@@ -67,13 +70,17 @@ def kernel_cases(rng: np.random.Generator, small: bool = True) -> list[KernelCas
 
 
 def candidate_configs() -> list[GemmConfig]:
-    """Every GEMM configuration the benchmark and the sweep can run: :data:`GEMM_CANDIDATES`
-    (``GEMM_BEST_B_COL``, the benchmark's B column-major GEMM, among them), and the B
-    column-major and f32-output forms of ``GEMM_BEST`` (the benchmark reports its f32 form)
-    and of the first candidate (the tile the sweep is judged against)."""
+    """Every GEMM configuration the benchmark and the sweeps can run, each once:
+    :data:`GEMM_CANDIDATES`, every size's :data:`GEMM_SWEEP`, the B column-major and
+    f32-output forms of ``GEMM_BEST`` and of the first candidate (the tile the sweep is judged
+    against), and every configuration of :data:`GEMM_BY_SIZE` with its f32-output form (the
+    benchmark reports it)."""
     bases = [GEMM_BEST] + ([GEMM_CANDIDATES[0]] if GEMM_CANDIDATES[0] != GEMM_BEST else [])
-    return list(GEMM_CANDIDATES) + [c.replace(**v) for c in bases
-                                    for v in ({"b_col": True}, {"out_f32": True})]
+    configs = list(GEMM_CANDIDATES) + [c for size in sorted(GEMM_SWEEP) for c in GEMM_SWEEP[size]]
+    configs += [c.replace(**v) for c in bases for v in ({"b_col": True}, {"out_f32": True})]
+    configs += [c.replace(out_f32=f) for size in sorted(GEMM_BY_SIZE)
+                for c in GEMM_BY_SIZE[size].values() for f in (False, True)]
+    return list(dict.fromkeys(configs))
 
 
 def candidate_cases(rng: np.random.Generator) -> list[KernelCase]:
@@ -81,8 +88,9 @@ def candidate_cases(rng: np.random.Generator) -> list[KernelCase]:
     one k-tile, or, persistent, one block that computes two such tiles (its ring runs from the
     first tile into the second). The ring's wrap-around, k-tile boundaries and every option on
     bigger grids are in :func:`feature_cases`, at the small tile."""
-    return [gemm_case(rng, cfg, (2 if cfg.persistent else 1) * cfg.bm, cfg.bn, cfg.bk,
-                      sms=1 if cfg.persistent else None) for cfg in candidate_configs()]
+    return [gemm_case(rng, cfg, (2 if cfg.persistent else 1) * cfg.bm, cfg.bn,
+                      cfg.bk * cfg.split_k, sms=1 if cfg.persistent else None)
+            for cfg in candidate_configs()]
 
 
 def feature_cases(rng: np.random.Generator) -> list[KernelCase]:
@@ -94,7 +102,17 @@ def feature_cases(rng: np.random.Generator) -> list[KernelCase]:
             {"persistent": True, "epi_overlap": True, "split_copies": True, "b_col": True},
             {"persistent": True, "out_f32": True, "mainloop": 0, "b_col": True},
             {"persistent": True, "mma_order": 1, "split_copies": True}]
-    return [gemm_case(rng, GEMM_SMALL.replace(**o), 128, 128, 96, sms=3) for o in opts]
+    out = [gemm_case(rng, GEMM_SMALL.replace(**o), 128, 128, 96, sms=3) for o in opts]
+    # split-K: 2 or 3 slices of 2 k-tiles per tile of C (the 2-stage ring wraps in each)
+    out += [gemm_case(rng, GEMM_SMALL.replace(**o), 128, 128, 64 * o["split_k"])
+            for o in ({"split_k": 2}, {"split_k": 3, "b_col": True, "split_copies": True},
+                      {"split_k": 2, "out_f32": True, "mma_order": 1})]
+    return out
+
+
+def transpose_sweep_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Every tile of :data:`TRANSPOSE_SWEEP` on a matrix of 2 x 2 of its tiles."""
+    return [transpose_case(rng, cfg, 2 * cfg.tr, 2 * cfg.tc) for cfg in TRANSPOSE_SWEEP]
 
 
 def reference_output(case: KernelCase) -> np.ndarray:

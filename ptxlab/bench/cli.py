@@ -49,19 +49,22 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     """Every measurement of the report, in one run (ceilings and peers included).
 
     Per GEMM size: CUTLASS's sweep once (every configuration), then ``--rounds`` interleaved
-    rounds of our three variants, cuBLAS and CUTLASS's fastest configuration per B layout; the
+    rounds of our three variants (the size's configuration of ``GEMM_BY_SIZE``, B row- and
+    column-major, and f32 out), cuBLAS and CUTLASS's fastest configuration per B layout; the
     report keeps each kernel's median over the rounds.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from . import bank_study, runs
-    from .kernels import GEMM_BEST, GEMM_BEST_B_COL, TRANSPOSE_BEST
+    from .kernels import GEMM_BEST, gemm_config_for, transpose_config_for
 
     argv = sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]
     res: dict = {"command": " ".join(["ptxlab", "bench", *argv]),
                  "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
                  "device": runs.device_info(), "notes": args.notes, "rounds": args.rounds,
-                 "gemm_config": GEMM_BEST.label, "gemm_config_b_col": GEMM_BEST_B_COL.label}
+                 "gemm_configs": {n: {"row": gemm_config_for(n, n, n).label,
+                                      "col": gemm_config_for(n, n, n, b_col=True).label}
+                                  for n in args.gemm_sizes}}
     log(f"device: {res['device']['name']}  CuPy {res['device']['cupy']}")
     pool = ThreadPoolExecutor(max_workers=1)   # CUTLASS builds while the ceilings run
     peer = None if args.no_peer else pool.submit(runs.peer_kernels, None, log)
@@ -74,7 +77,7 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     for n in args.transpose_sizes:
         res["copy"].append(runs.copy_run(n * n * 2))
         res["cupy_transpose"].append(runs.cupy_transpose_run(n, n))
-        rec = runs.transpose_run(TRANSPOSE_BEST, n, n)
+        rec = runs.transpose_run(transpose_config_for(n, n), n, n)
         res["transpose"].append(rec)
         log(f"transpose {n}^2: {rec['tbps']:.3f} TB/s (copy {res['copy'][-1]['tbps']:.3f}, "
             f"cupy {res['cupy_transpose'][-1]['tbps']:.3f}), mismatches {rec['mismatches']}")
@@ -83,9 +86,10 @@ def collect(args: argparse.Namespace, log=print) -> dict:
         res["peer"] = {"measured": False, "reason": "--no-peer given"}
     else:
         kernels, res["peer"] = peer.result()
-    variants = [GEMM_BEST, GEMM_BEST_B_COL, GEMM_BEST.replace(out_f32=True)]
     records, sweep = [], []
     for n in args.gemm_sizes:
+        variants = [gemm_config_for(n, n, n), gemm_config_for(n, n, n, b_col=True),
+                    gemm_config_for(n, n, n, out_f32=True)]
         best = {}
         for kern in kernels:   # CUTLASS's sweep at this size
             rec = runs.record_of(kern.cfg.label, n, lambda k=kern: runs.peer_run(k, n, n, n))
@@ -114,9 +118,10 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     else:
         from . import gemm_profile
         size = max(args.gemm_sizes)
-        res["gemm_profile"] = [gemm_profile.measure(GEMM_BEST, size)]
+        ours = gemm_config_for(size, size, size)
+        res["gemm_profile"] = [gemm_profile.measure(ours, size)]
         peer_best = [r for r in runs.best_by(res["cutlass"], "cutlass")
-                     if r["m"] == size and r["variant"] == GEMM_BEST.variant]
+                     if r["m"] == size and r["variant"] == ours.variant]
         if peer_best:
             from .cutlass_peer import PeerConfig
             res["gemm_profile"].append(gemm_profile.measure(PeerConfig(**peer_best[0]["params"]),

@@ -49,6 +49,7 @@ class GemmConfig:
     epi_overlap: bool = False  # a tile's stores issue during the next tile's first k-tile
     mma_order: int = 0        # 0: m16 rows outer (A reused); 1: n8 columns outer, rows snake
     l2_prefetch: int = 0      # bytes L2 fetches per cp.async miss (64, 128, 256; 0: no hint)
+    split_k: int = 1          # K slices per tile of C, each its own block, reduced in-kernel
     b_col: bool = False       # B stored column-major (N x K) instead of row-major (K x N)
     out_f32: bool = False     # C in fp32 instead of fp16
 
@@ -85,7 +86,8 @@ class GemmConfig:
                  "plain" if self.mainloop != 2 else "", "sc" if self.split_copies else "",
                  "p" if self.persistent else "", f"e{self.epi_rows}" if self.epi_rows else "",
                  "eo" if self.epi_overlap else "", f"o{self.mma_order}" if self.mma_order else "",
-                 f"L2p{self.l2_prefetch}" if self.l2_prefetch else ""]
+                 f"L2p{self.l2_prefetch}" if self.l2_prefetch else "",
+                 f"k{self.split_k}" if self.split_k != 1 else ""]
         return (f"{self.bm}x{self.bn}x{self.bk} w{self.warps_m}x{self.warps_n} s{self.stages}"
                 + "".join(" " + e for e in extra if e))
 
@@ -103,7 +105,7 @@ class GemmConfig:
                 "GEMM_SPLIT_COPIES": int(self.split_copies), "GEMM_EPI_ROWS": self.epi_rows,
                 "GEMM_PERSISTENT": int(self.persistent),
                 "GEMM_EPI_OVERLAP": int(self.epi_overlap), "GEMM_MMA_ORDER": self.mma_order,
-                "GEMM_L2_PREFETCH": self.l2_prefetch,
+                "GEMM_L2_PREFETCH": self.l2_prefetch, "GEMM_SPLIT_K": self.split_k,
                 "GEMM_B_COL": int(self.b_col),
                 "GEMM_OUT_F32": int(self.out_f32)}
 
@@ -111,15 +113,28 @@ class GemmConfig:
         return _source(self.defines(), "capstone/gemm.cu")
 
     def check_shape(self, m: int, n: int, k: int) -> None:
-        check_whole_tiles(f"GEMM tile {self.label}", (m, n, k), (self.bm, self.bn, self.bk))
+        """Whole tiles; with split-K, K in whole k-tiles per slice."""
+        check_whole_tiles(f"GEMM tile {self.label}", (m, n, k),
+                          (self.bm, self.bn, self.bk * self.split_k))
+
+    def tiles(self, m: int, n: int) -> int:
+        return (m // self.bm) * (n // self.bn)
 
     def grid(self, m: int, n: int, sms: int | None = None) -> tuple[int]:
-        """One block per tile; persistent: ``min_blocks`` per SM (``sms`` of them), at most one
-        per tile (without ``sms``, one per tile as well)."""
-        tiles = (m // self.bm) * (n // self.bn)
+        """One block per tile (per tile and K slice with split-K); persistent: ``min_blocks``
+        per SM (``sms`` of them), at most one per tile (without ``sms``, one per tile as well)."""
+        tiles = self.tiles(m, n)
         if self.persistent and sms:
             return (min(tiles, sms * self.min_blocks),)
-        return (tiles,)
+        return (tiles * self.split_k,)
+
+    def scratch(self, m: int, n: int) -> list[tuple[int, str]]:
+        """The kernel's arguments after ``M, N, K``, as (element count, numpy dtype name), all
+        zero before the first launch: with split-K the fp32 workspace of the partial tiles and
+        one counter per tile of C (the kernel leaves them zero); otherwise none."""
+        if self.split_k == 1:
+            return []
+        return [(m * n * self.split_k, "float32"), (self.tiles(m, n), "int32")]
 
     def replace(self, **changes) -> "GemmConfig":
         return GemmConfig(**{**self.as_dict(), **changes})
@@ -162,6 +177,66 @@ GEMM_CANDIDATES = (
     GemmConfig(stages=4, split_copies=True, group_m=16, l2_prefetch=256, b_col=True),
     GemmConfig(bk=128, stages=2, epi_rows=16, group_m=16, l2_prefetch=128, b_col=True),
 )
+
+
+def _both_layouts(*configs: GemmConfig) -> tuple[GemmConfig, ...]:
+    return tuple(c.replace(b_col=b) for c in configs for b in (False, True))
+
+
+#: Smaller problems leave most of the 132 SMs idle with 128x256 tiles (1024^3 is 32 of them):
+#: smaller block tiles of 4 warps (two blocks an SM where registers and shared memory allow)
+#: and split-K (K cut into slices, one block each, reduced in the kernel) fill them.
+_SMALL_TILES = (
+    GemmConfig(bm=128, bn=128, warps_n=2, stages=4, split_copies=True),
+    GemmConfig(bm=128, bn=128, warps_n=2, stages=3, split_copies=True, min_blocks=2),
+    GemmConfig(bm=128, bn=128, warps_n=2, stages=4, split_copies=True, split_k=2),
+    GemmConfig(bm=64, bn=128, warps_n=2, stages=4, split_copies=True),
+    GemmConfig(bm=128, bn=64, warps_n=2, stages=4, split_copies=True),
+    GemmConfig(bm=64, bn=128, warps_n=2, stages=4, split_copies=True, min_blocks=2, split_k=2),
+    GemmConfig(bm=64, bn=64, warps_n=2, stages=4, split_copies=True, min_blocks=2),
+    GEMM_BEST.replace(split_k=4),
+)
+
+#: What the per-size sweep (``python -m ptxlab.bench.tune --by-size``) measures at each problem
+#: size M = N = K, B row- and column-major; CI runs every one on the CPU model.
+GEMM_SWEEP: dict[int, tuple[GemmConfig, ...]] = {
+    1024: (GEMM_BEST, GEMM_BEST_B_COL) + _both_layouts(*_SMALL_TILES),
+    2048: (GEMM_BEST_B_COL,) + _both_layouts(
+        GemmConfig(split_copies=True, group_m=16, mma_order=1, l2_prefetch=128),
+        GemmConfig(bm=128, bn=128, warps_n=2, stages=3, split_copies=True, min_blocks=2),
+        GemmConfig(bm=128, bn=128, warps_n=2, stages=4, split_copies=True),
+        GemmConfig(bm=256, bn=128, warps_m=4, warps_n=2, split_copies=True),
+        GemmConfig(stages=4, split_copies=True, group_m=16, mma_order=1, l2_prefetch=128),
+        GEMM_BEST.replace(bm=64, bn=128, warps_n=2, stages=4, min_blocks=2, group_m=8)),
+    4096: (GEMM_BEST, GEMM_BEST_B_COL, GEMM_BEST.replace(b_col=True),
+           GEMM_BEST.replace(stages=4)),
+    8192: (GEMM_BEST, GEMM_BEST_B_COL, GEMM_BEST.replace(b_col=True),
+           GEMM_BEST.replace(stages=4)),
+}
+
+#: The configuration the benchmark runs at each problem size, per B layout (``False``:
+#: row-major, ``True``: column-major): the fastest correct one of ``GEMM_SWEEP`` at that size in
+#: the sweep of ``reports/capstone/sweep_2026-11-26/`` (notes/capstone_tuning.md).
+GEMM_BY_SIZE: dict[int, dict[bool, GemmConfig]] = {
+    1024: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
+    2048: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
+    4096: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
+    8192: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
+}
+
+
+def gemm_config_for(m: int, n: int, k: int, *, b_col: bool = False,
+                    out_f32: bool = False) -> GemmConfig:
+    """The configuration of ``GEMM_BY_SIZE`` for an ``m x n x k`` problem: the entry of the
+    largest tabled size not above ``min(m, n, k)`` (the smallest entry below that), as f32
+    output if asked. Raises ``ValueError`` if that tile does not divide the problem."""
+    sizes = sorted(GEMM_BY_SIZE)
+    key = max([s for s in sizes if s <= min(m, n, k)], default=sizes[0])
+    cfg = GEMM_BY_SIZE[key][b_col]
+    if out_f32:
+        cfg = cfg.replace(out_f32=True)
+    cfg.check_shape(m, n, k)
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -207,6 +282,33 @@ class TransposeConfig:
 
 TRANSPOSE_BEST = TransposeConfig()
 TRANSPOSE_SMALL = TransposeConfig(tr=32, tc=32, threads=128)
+
+#: The transpose tiles the sweep (``python -m ptxlab.bench.tune --by-size``) measures at every
+#: transpose size; CI runs each on the CPU model.
+TRANSPOSE_SWEEP = (
+    TRANSPOSE_BEST,
+    TransposeConfig(threads=128),
+    TransposeConfig(tr=128, tc=64),
+    TransposeConfig(tr=64, tc=128),
+    TransposeConfig(tr=128, tc=128, threads=512),
+    TransposeConfig(tr=32, tc=64, threads=128),
+)
+
+#: The transpose tile the benchmark runs per square size (the fastest of ``TRANSPOSE_SWEEP``
+#: there in the sweep of ``reports/capstone/sweep_2026-11-26/``).
+TRANSPOSE_BY_SIZE: dict[int, TransposeConfig] = {
+    2048: TRANSPOSE_BEST, 4096: TRANSPOSE_BEST, 8192: TRANSPOSE_BEST, 16384: TRANSPOSE_BEST,
+}
+
+
+def transpose_config_for(rows: int, cols: int) -> TransposeConfig:
+    """The tile of ``TRANSPOSE_BY_SIZE`` for a ``rows x cols`` transpose: the entry of the
+    largest tabled size not above ``min(rows, cols)`` (the smallest entry below that)."""
+    sizes = sorted(TRANSPOSE_BY_SIZE)
+    key = max([s for s in sizes if s <= min(rows, cols)], default=sizes[0])
+    cfg = TRANSPOSE_BY_SIZE[key]
+    cfg.check_shape(rows, cols)
+    return cfg
 
 
 def mma_peak_source(chains: int, vary: bool = False) -> str:

@@ -167,6 +167,10 @@ class LearnerGemm:
     def grid(self, m: int, n: int, sms: int | None = None) -> tuple[int]:
         return ((m // self.bm) * (n // self.bn),)
 
+    def scratch(self, m: int, n: int) -> list[tuple[int, str]]:
+        """No arguments after ``M, N, K``."""
+        return []
+
     def as_dict(self) -> dict:
         return {"bm": self.bm, "bn": self.bn, "bk": self.bk, "threads": self.threads,
                 "kernel": self.kernel_name}

@@ -5,11 +5,45 @@ import json
 from pathlib import Path
 
 GEMM_TARGET_SIZES = (4096, 8192)
-TRANSPOSE_TARGET_SIZES = (8192, 16384)
+#: Sizes at which ours (f16 out, both B layouts) must be at least as fast as CUTLASS.
+PEER_TARGET_SIZES = (1024, 2048, 4096, 8192)
+TRANSPOSE_TARGET_SIZES = (2048, 4096, 8192, 16384)
 TARGET_VS_MMA_PEAK = 0.80
 TARGET_VS_CUBLAS = 0.50
 TARGET_VS_CUTLASS = 1.0
-TARGET_VS_COPY = 0.80
+TARGET_VS_COPY = 0.90
+#: A clock this far below the GPU's highest SM clock counts as held down.
+CLOCK_HELD = 0.97
+
+
+def limit_of(rec: dict | None, device: dict) -> str | None:
+    """What held the clock while ``rec`` ran, from its NVML samples: "power" (the driver named
+    the power limit in at least half of them), "thermal", "clock" (below the highest SM clock
+    for another reason), "none" (at full clock), or None where NVML was not read."""
+    if not rec or rec.get("nvml_sm_clock_mhz") is None:
+        return None
+    if (rec.get("nvml_power_capped") or 0) >= 0.5:
+        return "power"
+    if (rec.get("nvml_thermal_slowdown") or 0) >= 0.5:
+        return "thermal"
+    top = device.get("max_sm_clock_mhz")
+    if top and rec["nvml_sm_clock_mhz"] < CLOCK_HELD * top:
+        return "clock"
+    return "none"
+
+
+def _limit_text(rec: dict | None, device: dict) -> str:
+    lim = limit_of(rec, device)
+    if lim is None:
+        return "-"
+    clock = f"{rec['nvml_sm_clock_mhz']:.0f} MHz"
+    return {"power": f"power ({rec['nvml_power_capped']:.0%} of samples at the limit, {clock})",
+            "thermal": f"thermal ({clock})", "clock": f"clock held at {clock}",
+            "none": f"full clock ({clock})"}[lim]
+
+
+def _noisy(rec: dict | None) -> bool:
+    return bool(rec and rec.get("noisy"))
 
 
 def _peer_best(res: dict) -> dict:
@@ -30,10 +64,16 @@ def gemm_rows(res: dict) -> list[dict]:
     vary = (res.get("mma_peak_vary") or {}).get("tflops")
     cublas = {r["m"]: r for r in res["cublas"]}
     peer = _peer_best(res)
+    device = res.get("device", {})
     for r in res["gemm"]:
         size = r["m"]
         cb, cu = cublas.get(size), peer.get((size, r["variant"]))
+        noisy = [who for who, x in (("ours", r), ("cuBLAS", cb), ("CUTLASS", cu)) if _noisy(x)]
         row = {"what": f"GEMM {r['variant']}", "size": f"{size}^3", "m": size,
+               "variant": r["variant"], "min_ms": r.get("min_ms"),
+               "median_ms": r.get("median_ms"), "spread": r.get("spread"), "noisy": noisy,
+               "limit": limit_of(r, device), "limit_text": _limit_text(r, device),
+               "cutlass_limit": limit_of(cu, device), "cublas_limit": limit_of(cb, device),
                "ours": r["tflops"], "unit": "TFLOP/s", "correct": r["correct"],
                "error": r["rel_error_vs_fp32"], "config": r.get("config"),
                "mma_peak": peak, "vs_mma_peak": r["tflops"] / peak,
@@ -45,12 +85,13 @@ def gemm_rows(res: dict) -> list[dict]:
                "vs_cutlass": r["tflops"] / cu["tflops"] if cu else None,
                "sm_clock_mhz": r.get("nvml_sm_clock_mhz"),
                "tflops_rounds": r.get("tflops_rounds")}
-        if size in GEMM_TARGET_SIZES:
+        # A ratio with a noisy figure on either side is no result: the target is not judged.
+        if size in GEMM_TARGET_SIZES and not noisy:
             row["target_met"] = (row["vs_mma_peak"] >= TARGET_VS_MMA_PEAK and row["vs_cublas"]
                                  is not None and row["vs_cublas"] >= TARGET_VS_CUBLAS
                                  and r["correct"])
-            if cu:
-                row["peer_target_met"] = row["vs_cutlass"] >= TARGET_VS_CUTLASS and r["correct"]
+        if size in PEER_TARGET_SIZES and cu and not noisy:
+            row["peer_target_met"] = row["vs_cutlass"] >= TARGET_VS_CUTLASS and r["correct"]
         rows.append(row)
     return rows
 
@@ -63,13 +104,17 @@ def transpose_rows(res: dict) -> list[dict]:
         size = r["rows"]
         cp_ = copies.get(size * r["cols"] * 2)
         ct = cupy_t.get(size)
+        noisy = [who for who, x in (("ours", r), ("copy", cp_)) if _noisy(x)]
         row = {"what": f"transpose fp16 ({r['config']})", "size": f"{size}^2", "ours": r["tbps"],
+               "min_ms": r.get("min_ms"), "median_ms": r.get("median_ms"),
+               "spread": r.get("spread"), "noisy": noisy,
+               "copy_spread": cp_.get("spread") if cp_ else None, "timing": r.get("timing"),
                "unit": "TB/s", "correct": r["correct"], "error": r["mismatches"],
                "copy": cp_["tbps"] if cp_ else None,
                "vs_copy": r["tbps"] / cp_["tbps"] if cp_ else None,
                "cupy_transpose": ct["tbps"] if ct else None,
                "vs_cupy_transpose": r["tbps"] / ct["tbps"] if ct else None}
-        if size in TRANSPOSE_TARGET_SIZES:
+        if size in TRANSPOSE_TARGET_SIZES and not noisy:
             row["target_met"] = bool(row["vs_copy"] and row["vs_copy"] >= TARGET_VS_COPY
                                      and r["correct"])
         rows.append(row)
@@ -136,18 +181,24 @@ def _yes(x) -> str:
 def table_lines(res: dict) -> list[str]:
     """The terminal table: ours, the ceiling, cuBLAS and CUTLASS, with ratios."""
     out = [f"{'kernel':<30} {'size':>7} {'ours':>6} {'/ceil':>6} {'cuBLAS':>7} {'/cuBLAS':>7} "
-           f"{'CUTLASS':>8} {'/CUTLASS':>8} {'MHz':>5} {'ok':>3} {'80%':>4} {'>=CU':>4}"]
+           f"{'CUTLASS':>8} {'/CUTLASS':>8} {'MHz':>5} {'ok':>3} {'80%':>4} {'>=CU':>4} "
+           f"{'spread':>6} limit"]
     for r in gemm_rows(res):
         out.append(f"{r['what']:<30} {r['size']:>7} {r['ours']:>6.0f} {_f(r['vs_mma_peak']):>6} "
                    f"{_f(r['cublas'], '{:.0f}'):>7} {_f(r['vs_cublas']):>7} "
                    f"{_f(r['cutlass'], '{:.0f}'):>8} {_f(r['vs_cutlass']):>8} "
                    f"{_f(r['sm_clock_mhz'], '{:.0f}'):>5} {'yes' if r['correct'] else 'NO':>3} "
                    f"{_yes(r.get('target_met')).strip('*'):>4} "
-                   f"{_yes(r.get('peer_target_met')).strip('*'):>4}")
+                   f"{_yes(r.get('peer_target_met')).strip('*'):>4} {_spread(r['spread']):>6} "
+                   f"{r['limit'] or '-'}"
+                   + (f" NOISY: {', '.join(r['noisy'])}" if r["noisy"] else ""))
     for r in transpose_rows(res):
-        out.append(f"{r['what']:<44} {r['size']:>7} {r['ours']:.2f} TB/s, copy "
-                   f"{_f(r['copy'])} ({_f(r['vs_copy'])}), cupy a.T {_f(r['cupy_transpose'], '{:.3f}')}"
-                   f" ({_f(r['vs_cupy_transpose'])}) {'' if r.get('target_met') is None else _yes(r['target_met'])}")
+        out.append(f"{r['what']:<44} {r['size']:>7} {r['ours']:.2f} TB/s "
+                   f"(spread {_spread(r['spread'])}), copy {_f(r['copy'])} "
+                   f"({_f(r['vs_copy'])}), cupy a.T {_f(r['cupy_transpose'], '{:.3f}')}"
+                   f" ({_f(r['vs_cupy_transpose'])}) "
+                   f"{'' if r.get('target_met') is None else _yes(r['target_met'])}"
+                   + (f" NOISY: {', '.join(r['noisy'])}" if r["noisy"] else ""))
     for r in learner_rows(res):
         out.append(f"{'exercise 3 k-loop as a GEMM':<30} {r['size']:>7} {r['learner']:>6.0f} "
                    f"{_f(r['vs_mma_peak']):>6} {_f(r['cublas'], '{:.0f}'):>7}  ours "
@@ -222,33 +273,76 @@ def plot(res: dict, out_dir: Path) -> list[str]:
     return names
 
 
+def _spread(x) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _figure(value: float, fmt: str, noisy: list[str], who: str = "ours") -> str:
+    """``value`` formatted, or flagged as noise where ``who``'s spread is above the limit."""
+    return f"({fmt.format(value)}: noisy)" if who in noisy else fmt.format(value)
+
+
 def _gemm_table(res: dict) -> list[str]:
-    lines = ["| kernel | size | ours | / ceiling | / random-operand ceiling | cuBLAS | / cuBLAS "
-             "| CUTLASS (best of sweep) | / CUTLASS | SM clock | correct | >= 80% of ceiling "
-             "| >= CUTLASS |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- |"]
+    lines = ["| kernel | size | config | ours | min / median ms (spread) | / ceiling "
+             "| / random-operand ceiling | cuBLAS | / cuBLAS | CUTLASS (best of sweep) "
+             "| / CUTLASS | what held the clock | correct | >= 80% of ceiling | >= CUTLASS |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- "
+             "| --- | --- | --- |"]
     peer_measured = (res.get("peer") or {}).get("measured", False)
     for r in gemm_rows(res):
-        cutlass = (f"{r['cutlass']:.0f} ({r['cutlass_config']})" if r["cutlass"] else
+        cutlass = (_figure(r["cutlass"], "{:.0f}", r["noisy"], "CUTLASS")
+                   + f" ({r['cutlass_config']})" if r["cutlass"] else
                    "-" if peer_measured or r["what"].endswith("f32 out") else
                    "not measured (why: below)")
+        timing = (f"{r['min_ms']:.4f} / {r['median_ms']:.4f} ({_spread(r['spread'])})"
+                  if r.get("median_ms") else "-")
+        judged = "not judged: noisy" if r["noisy"] else ""
         lines.append(
-            f"| {r['what']} | {r['size']} | {r['ours']:.0f} | {r['vs_mma_peak']:.2f} | "
-            f"{_f(r['vs_mma_peak_vary'])} | {_f(r['cublas'], '{:.0f}')} | {_f(r['vs_cublas'])} | "
-            f"{cutlass} | {_f(r['vs_cutlass'])} | {_f(r['sm_clock_mhz'], '{:.0f} MHz')} | "
-            f"{'yes' if r['correct'] else 'NO'} ({r['error']:.1e}) | {_yes(r.get('target_met'))} "
-            f"| {_yes(r.get('peer_target_met'))} |")
+            f"| {r['what']} | {r['size']} | `{r['config']}` | "
+            f"{_figure(r['ours'], '{:.0f}', r['noisy'])} | {timing} | {r['vs_mma_peak']:.2f} | "
+            f"{_f(r['vs_mma_peak_vary'])} | "
+            f"{_figure(r['cublas'], '{:.0f}', r['noisy'], 'cuBLAS') if r['cublas'] else '-'} | "
+            f"{_f(r['vs_cublas'])} | {cutlass} | {_f(r['vs_cutlass'])} | {r['limit_text']} | "
+            f"{'yes' if r['correct'] else 'NO'} ({r['error']:.1e}) | "
+            f"{_yes(r.get('target_met')) or (judged if r['m'] in GEMM_TARGET_SIZES else '')} "
+            f"| {_yes(r.get('peer_target_met')) or (judged if r['cutlass'] else '')} |")
+    return lines
+
+
+def ratio_rows(res: dict) -> list[dict]:
+    """Per size and B layout (f16 out): ours over CUTLASS, cuBLAS and the two ceilings, and
+    what held the clock of each (the README quotes this table)."""
+    return [r for r in gemm_rows(res) if r["variant"].endswith("f16 out")]
+
+
+def _ratio_table(res: dict) -> list[str]:
+    lines = ["| size | B | ours / CUTLASS | ours / cuBLAS | ours / mma.sync ceiling "
+             "| ours / random-operand ceiling | clock held by (ours / CUTLASS / cuBLAS) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in sorted(ratio_rows(res), key=lambda r: (r["m"], r["variant"])):
+        note = f" (noisy: {', '.join(r['noisy'])})" if r["noisy"] else ""
+        lim = " / ".join(x or "-" for x in (r["limit"], r["cutlass_limit"], r["cublas_limit"]))
+        lines.append(f"| {r['size']} | {r['variant'].split(',')[0][2:]} | "
+                     f"{_f(r['vs_cutlass'])}{note} | {_f(r['vs_cublas'])} | "
+                     f"{r['vs_mma_peak']:.2f} | {_f(r['vs_mma_peak_vary'])} | {lim} |")
     return lines
 
 
 def _transpose_table(res: dict) -> list[str]:
-    lines = ["| kernel | size | ours | copy | / copy | cupy a.T | / cupy a.T | correct | target |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    lines = ["| kernel | size | ours | min / median ms (spread) | copy (spread) | / copy "
+             "| cupy a.T | / cupy a.T | correct | >= 90% of copy |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in transpose_rows(res):
-        lines.append(f"| {r['what']} | {r['size']} | {r['ours']:.2f} TB/s | {_f(r['copy'])} TB/s "
+        timing = (f"{r['min_ms']:.4f} / {r['median_ms']:.4f} ({_spread(r['spread'])})"
+                  if r.get("median_ms") else "-")
+        copy = (_figure(r["copy"], "{:.2f} TB/s", r["noisy"], "copy")
+                + f" ({_spread(r['copy_spread'])})" if r["copy"] else "-")
+        target = _yes(r.get("target_met")) or ("not judged: noisy" if r["noisy"] else "")
+        lines.append(f"| {r['what']} | {r['size']} | "
+                     f"{_figure(r['ours'], '{:.2f} TB/s', r['noisy'])} | {timing} | {copy} "
                      f"| {_f(r['vs_copy'])} | {_f(r['cupy_transpose'], '{:.3f}')} TB/s | "
                      f"{_f(r['vs_cupy_transpose'])} | {'yes' if r['correct'] else 'NO'} "
-                     f"({r['error']} mismatches) | {_yes(r.get('target_met'))} |")
+                     f"({r['error']} mismatches) | {target} |")
     return lines
 
 
@@ -351,13 +445,21 @@ def markdown(res: dict, plots: list[str]) -> str:
         f"- date (UTC): {res['date']}",
         f"- device: {d['name']} ({d['sm']}, {d['multiprocessors']} SMs), CUDA driver "
         f"{d['cuda_driver']}, runtime {d['cuda_runtime']}, CuPy {d['cupy']}",
-        f"- our GEMM: `{res.get('gemm_config', '')}` (`GEMM_BEST`, "
-        "`ptxlab.bench.kernels`)"
-        + (f"; with B column-major `{res['gemm_config_b_col']}` (`GEMM_BEST_B_COL`)"
-           if res.get("gemm_config_b_col") else ""),
-        "- timing: CUDA events around each call, warm-up first, median over the repetitions "
-        "(count in report.json), inputs rotated over several buffer sets; every kernel checked "
-        "against an fp32 product of fresh random inputs, its output poisoned first. "
+        f"- clocks: highest SM clock {_f(d.get('max_sm_clock_mhz'), '{:.0f} MHz')}, board power "
+        f"limit {_f(d.get('power_limit_w'), '{:.0f} W')} (NVML; the card's settings as found), "
+        f"driver {d.get('driver', '-')}",
+        "- our GEMM, per size (`GEMM_BY_SIZE` in `ptxlab.bench.kernels`): "
+        + "; ".join(f"{size}^3 `{c['row']}`, B column-major `{c['col']}`"
+                    for size, c in sorted((int(k), v) for k, v in
+                                          (res.get("gemm_configs") or {}).items())),
+        "- timing: every kernel checked first against an fp32 product of fresh random inputs "
+        "(the transpose bit for bit), its output poisoned first. Then warm-up and CUDA events: "
+        "a launch shorter than 0.5 ms is timed in batches of back-to-back launches captured "
+        "into one CUDA graph and replayed (events around each replay, its time over its "
+        "launches), a longer one launch by launch; inputs rotated over buffer sets that "
+        "together exceed twice the L2 cache. Each figure is the median per launch, with the "
+        "min and the spread ((p90 - p10) / median of the samples); a figure whose spread is "
+        "above 10% is marked noisy and no target is judged on it. "
         f"GEMMs: {rounds} interleaved rounds per size (cuBLAS, our three variants, CUTLASS's "
         "fastest configuration per B layout, in turn), the median round shown; SM clock and "
         "board power read through NVML while each ran. Ceilings and peers measured in this "
@@ -368,8 +470,19 @@ def markdown(res: dict, plots: list[str]) -> str:
     ] + _gemm_table(res) + [
         "",
         f"Targets: at 4096^3 and 8192^3, >= {TARGET_VS_MMA_PEAK:.0%} of the mma.sync ceiling "
-        f"(and >= {TARGET_VS_CUBLAS:.0%} of cuBLAS), and at least as fast as CUTLASS's mma.sync "
-        "GEMM (the fastest configuration of its sweep, same B layout, f16 out).",
+        f"(and >= {TARGET_VS_CUBLAS:.0%} of cuBLAS); at every size, at least as fast as "
+        "CUTLASS's mma.sync GEMM (the fastest configuration of its sweep, same B layout, f16 "
+        "out).",
+        "",
+        "### Ratios",
+        "",
+        "Ours over CUTLASS's mma.sync GEMM, cuBLAS and the two mma.sync ceilings of this run "
+        "(B row- and column-major, f16 out), and what held each kernel's SM clock while it ran: "
+        "power (the driver named the board's power limit in at least half of the NVML samples), "
+        "thermal, clock (held below "
+        f"{CLOCK_HELD:.0%} of the highest SM clock for another reason) or none (full clock).",
+        "",
+    ] + _ratio_table(res) + [
         "",
         "## Ceilings, clock and power",
         "",
@@ -391,7 +504,10 @@ def markdown(res: dict, plots: list[str]) -> str:
         lines += summary_lines(gp)
     lines += _fixed_cost_lines(res)
     lines += ["", "## Transpose", ""] + _transpose_table(res) + [
-        "", f"Target: transpose at 8192^2 and 16384^2 >= {TARGET_VS_COPY:.0%} of copy bandwidth."]
+        "", f"Target: transpose >= {TARGET_VS_COPY:.0%} of the device-to-device copy's bandwidth "
+        "(cudaMemcpyAsync, timed the same way) at "
+        + ", ".join(f"{s}^2" for s in TRANSPOSE_TARGET_SIZES) + ". Transpose tile per size: "
+        "`TRANSPOSE_BY_SIZE` in `ptxlab.bench.kernels`."]
     lines += ["", "## Bank-conflict study (ptxlab.model.banks prediction vs Nsight Compute)", ""]
     bs = res.get("bank_study", {})
     if bs.get("measured"):

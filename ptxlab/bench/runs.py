@@ -15,7 +15,7 @@ from ..run import kernel_params, sources
 from ..run.ptx.errors import CompilerNotFound
 from .kernels import (DEFAULT_SMEM_LIMIT, GEMM_TOL_F16, GEMM_TOL_F32, GemmConfig,
                       TransposeConfig, mma_peak_source)
-from .timing import time_gpu
+from .timing import NOISY_SPREAD, time_gpu
 
 
 def cupy_module():
@@ -86,13 +86,46 @@ def _launch(kernel, grid, block, args, smem: int) -> None:
 
 def device_info() -> dict:
     cp = cupy_module()
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    props = _device_props()
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return {"name": name, "sm": f"sm_{props['major']}{props['minor']}",
             "multiprocessors": int(props["multiProcessorCount"]),
             "l2_bytes": int(props.get("l2CacheSize", 0)),
             "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
-            "cuda_driver": cp.cuda.runtime.driverGetVersion()}
+            "cuda_driver": cp.cuda.runtime.driverGetVersion(), **_nvml_limits()}
+
+
+@lru_cache(maxsize=None)
+def _nvml_limits() -> dict:
+    """The highest SM clock and the board's power limit (NVML), where NVML answers."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return {"max_sm_clock_mhz": float(pynvml.nvmlDeviceGetMaxClockInfo(
+                    h, pynvml.NVML_CLOCK_SM)),
+                "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+                "driver": pynvml.nvmlSystemGetDriverVersion()}
+    except Exception:  # no pynvml or no NVML: the report says the limits are unknown
+        return {}
+
+
+def rotation_sets(bytes_per_set: int, minimum: int = 2) -> int:
+    """How many buffer sets a timing rotates over so that together they are at least twice the
+    GPU's L2 (at least ``minimum``): a kernel whose data fits in L2 and is reused every launch
+    measures the cache, not the kernel."""
+    l2 = device_info()["l2_bytes"] or 50 * 2 ** 20
+    return max(minimum, -(-2 * l2 // max(bytes_per_set, 1)))
+
+
+def _gemm_sets(m: int, n: int, k: int, out_bytes: int = 2) -> int:
+    return rotation_sets(2 * (m * k + k * n) + out_bytes * m * n, minimum=3)
+
+
+@lru_cache(maxsize=None)
+def _device_props() -> dict:
+    cp = cupy_module()
+    return cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
 
 
 def _rel_error(got, ref) -> float:
@@ -115,13 +148,14 @@ def _gemm_operands(cp, m: int, n: int, k: int, b_col: bool, seed: int):
     return a, b
 
 
-def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0,
+def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int | None = None, seed: int = 0,
              time_it: bool = True, kind: str = "gemm") -> dict:
     """Check one GEMM configuration against an fp32 product at ``m x n x k``, then time it.
     ``cfg`` may be any GEMM that answers as :class:`GemmConfig` does (a learner's,
     :class:`.learner_gemm.LearnerGemm`); ``kind`` names it in the record."""
     cp = cupy_module()
     cfg.check_shape(m, n, k)
+    sets = sets or _gemm_sets(m, n, k, 4 if cfg.out_f32 else 2)
     kern = compile_kernel(cfg.source(), cfg.kernel_name)
     grid = cfg.grid(m, n, device_info()["multiprocessors"])
     out_dtype = cp.float32 if cfg.out_f32 else cp.float16
@@ -129,11 +163,13 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
     for s in range(sets):
         a, b = _gemm_operands(cp, m, n, k, cfg.b_col, seed + s)
         bufs.append((a, b, cp.empty((m, n), dtype=out_dtype)))
+    # Split-K's workspace and tile counters: one set serves every launch (they run in order).
+    scratch = tuple(cp.zeros(count, dtype=dtype) for count, dtype in cfg.scratch(m, n))
 
     def call(i: int) -> None:
         a, b, c = bufs[i]
-        _launch(kern, grid, (cfg.threads,), (a, b, c, np.int32(m), np.int32(n), np.int32(k)),
-                cfg.smem_bytes)
+        _launch(kern, grid, (cfg.threads,),
+                (a, b, c, np.int32(m), np.int32(n), np.int32(k), *scratch), cfg.smem_bytes)
 
     a, b, c = bufs[0]
     c.fill(cp.nan)
@@ -142,13 +178,16 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
     b_kn = b.T if cfg.b_col else b
     ref32 = cp.matmul(a.astype(cp.float32), b_kn.astype(cp.float32))
     rec = {"kernel": kind, "config": cfg.label, "variant": cfg.variant, "m": m, "n": n, "k": k,
-           "params": cfg.as_dict(), "smem_bytes": cfg.smem_bytes, "grid": grid[0],
+           "params": cfg.as_dict(), "smem_bytes": cfg.smem_bytes, "grid": grid[0], "sets": sets,
            "rel_error_vs_fp32": _rel_error(c, ref32)}
     if not cfg.out_f32:
         rec["rel_error_vs_cublas_f16"] = _rel_error(c, cp.matmul(a, b_kn))
     tol = GEMM_TOL_F32 if cfg.out_f32 else GEMM_TOL_F16
     rec["tolerance"] = tol
     rec["correct"] = rec["rel_error_vs_fp32"] <= tol
+    if scratch:   # split-K: every tile counter back at zero for the next launch
+        rec["counters_left"] = int(cp.count_nonzero(scratch[1]))
+        rec["correct"] = rec["correct"] and rec["counters_left"] == 0
     del ref32
     if time_it:
         t = time_gpu(call, sets=sets)
@@ -157,12 +196,13 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int = 3, seed: in
     return rec
 
 
-def peer_run(kernel, m: int, n: int, k: int, *, sets: int = 3, seed: int = 0) -> dict:
+def peer_run(kernel, m: int, n: int, k: int, *, sets: int | None = None, seed: int = 0) -> dict:
     """CUTLASS's GEMM (a :class:`.cutlass_peer.PeerKernel`): checked and timed as ``gemm_run``
     checks and times ours, on the same operands."""
     cp = cupy_module()
     cfg = kernel.cfg
     cfg.check_shape(m, n, k)
+    sets = sets or _gemm_sets(m, n, k)
     bufs = []
     for s in range(sets):
         a, b = _gemm_operands(cp, m, n, k, cfg.b_col, seed + s)
@@ -259,7 +299,17 @@ def merge_rounds(records: list[dict]) -> list[dict]:
         first["tflops_rounds"] = rates
         first["tflops"] = statistics.median(rates)
         first["correct"] = all(r.get("correct", True) for r in recs)
-        for key in ("nvml_sm_clock_mhz", "nvml_power_w", "nvml_power_capped"):
+        spreads = [r["spread"] for r in recs if r.get("spread") is not None]
+        if spreads:   # each round's own spread; the figure is as noisy as its typical round
+            first["spread_rounds"] = spreads
+            first["spread"] = statistics.median(spreads)
+            first["noisy"] = first["spread"] > NOISY_SPREAD
+            first["min_ms"] = min(r["min_ms"] for r in recs)
+            first["median_ms"] = statistics.median(r["median_ms"] for r in recs)
+        if len(rates) > 1:
+            first["rounds_spread"] = (max(rates) - min(rates)) / first["tflops"]
+        for key in ("nvml_sm_clock_mhz", "nvml_power_w", "nvml_power_capped",
+                    "nvml_thermal_slowdown"):
             vals = [r[key] for r in recs if r.get(key) is not None]
             if vals:
                 first[key] = statistics.median(vals)
@@ -280,9 +330,10 @@ def best_by(records: list[dict], kernel: str) -> list[dict]:
     return list(best.values())
 
 
-def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int = 3) -> dict:
+def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int | None = None) -> dict:
     """cuBLAS through ``cupy.matmul`` on fp16 operands (fp16 out), same rotation as ours."""
     cp = cupy_module()
+    sets = sets or _gemm_sets(m, n, k)
     bufs = []
     for s in range(sets):
         a, b = _gemm_operands(cp, m, n, k, b_col, 100 + s)
@@ -376,11 +427,12 @@ def fixed_cost_run(cfg: GemmConfig, m: int, n: int, ks=(256, 512, 1024, 2048, 40
 # Transpose and its ceilings
 # ---------------------------------------------------------------------------------------------
 
-def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int = 2,
+def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int | None = None,
                   time_it: bool = True) -> dict:
     """Check one transpose configuration bit for bit against ``a.T``, then time it."""
     cp = cupy_module()
     cfg.check_shape(rows, cols)
+    sets = sets or rotation_sets(2 * rows * cols * 2)
     kern = compile_kernel(cfg.source(), cfg.kernel_name)
     bufs = []
     for s in range(sets):
@@ -398,7 +450,7 @@ def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int = 2,
     call(0)
     cp.cuda.Device().synchronize()
     mismatches = int((dst != src.T).sum())
-    rec = {"kernel": "transpose", "config": cfg.label, "rows": rows, "cols": cols,
+    rec = {"kernel": "transpose", "config": cfg.label, "rows": rows, "cols": cols, "sets": sets,
            "params": cfg.as_dict(), "mismatches": mismatches, "correct": mismatches == 0}
     if time_it:
         t = time_gpu(call, sets=sets)
@@ -407,9 +459,10 @@ def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int = 2,
     return rec
 
 
-def copy_run(nbytes: int, *, sets: int = 2) -> dict:
+def copy_run(nbytes: int, *, sets: int | None = None) -> dict:
     """Device-to-device cudaMemcpy bandwidth, bytes read + written."""
     cp = cupy_module()
+    sets = sets or rotation_sets(2 * nbytes)
     rt = cp.cuda.runtime
     bufs = [(cp.ones(nbytes // 4, dtype=cp.uint32), cp.empty(nbytes // 4, dtype=cp.uint32))
             for _ in range(sets)]
@@ -424,17 +477,17 @@ def copy_run(nbytes: int, *, sets: int = 2) -> dict:
             "tbps": 2 * nbytes / (t.median_ms * 1e-3) / 1e12}
 
 
-def cupy_transpose_run(rows: int, cols: int, *, sets: int = 2) -> dict:
-    """``cupy.ascontiguousarray(a.T)`` on fp16, bytes read + written."""
+def cupy_transpose_run(rows: int, cols: int, *, sets: int | None = None) -> dict:
+    """CuPy's transposing copy (``cupy.copyto(out, a.T)``, what ``ascontiguousarray(a.T)``
+    runs, into a buffer allocated beforehand) on fp16, bytes read + written."""
     cp = cupy_module()
+    sets = sets or rotation_sets(2 * rows * cols * 2)
     bufs = [cp.random.RandomState(300 + s).standard_normal((rows, cols), dtype=cp.float32)
             .astype(cp.float16) for s in range(sets)]
-    outs = []
+    outs = [cp.empty((cols, rows), dtype=cp.float16) for _ in range(sets)]
 
     def call(i: int) -> None:
-        outs.append(cp.ascontiguousarray(bufs[i].T))
-        if len(outs) > 2:
-            outs.pop(0)
+        cp.copyto(outs[i], bufs[i].T)
 
     t = time_gpu(call, sets=sets)
     return {"kernel": "cupy_transpose", "rows": rows, "cols": cols, **t.as_dict(),

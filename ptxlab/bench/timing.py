@@ -57,12 +57,20 @@ class ClockProbe:
                 "nvml_temperature_c": statistics.median(temps), "nvml_samples": len(clocks)}
 
 
+#: Above this spread ((p90 - p10) / median of the samples) a figure is noise, not a result.
+NOISY_SPREAD = 0.10
+
+
 @dataclass(frozen=True)
 class Timing:
-    """Per-repetition milliseconds of one measurement (and the clock while it ran)."""
+    """Milliseconds per launch of one measurement: each sample is one timed batch of ``batch``
+    launches divided by ``batch`` (and the clock while it ran); ``method`` says how the batch
+    was issued."""
 
     samples_ms: tuple[float, ...]
     clock: dict | None = None
+    batch: int = 1
+    method: str = "events around each launch"
 
     @property
     def median_ms(self) -> float:
@@ -75,53 +83,107 @@ class Timing:
         lo, hi = s[len(s) // 10], s[(len(s) * 9) // 10]
         return (hi - lo) / self.median_ms if self.median_ms else 0.0
 
+    @property
+    def noisy(self) -> bool:
+        """The spread is above :data:`NOISY_SPREAD`: the median is not a result."""
+        return self.spread > NOISY_SPREAD
+
     def as_dict(self) -> dict:
         out = {"median_ms": self.median_ms, "reps": len(self.samples_ms), "spread": self.spread,
-               "min_ms": min(self.samples_ms), "max_ms": max(self.samples_ms)}
+               "noisy": self.noisy, "min_ms": min(self.samples_ms),
+               "max_ms": max(self.samples_ms), "batch": self.batch, "timing": self.method}
         if self.clock:
             out.update(self.clock)
         return out
 
 
-def time_gpu(call: Callable[[int], None], *, sets: int = 1, warmup_ms: float = 50.0,
-             min_reps: int = 20, target_ms: float = 400.0, max_reps: int = 1000) -> Timing:
-    """Median-ready samples of ``call(i)`` (``i`` = which buffer set to use), timed with events.
+def _capture(cp, stream, call: Callable[[int], None], batch: int, sets: int):
+    """A CUDA graph of ``batch`` calls (rotating over the buffer sets), or why none was made."""
+    try:
+        with stream:
+            stream.begin_capture()
+            try:
+                for i in range(batch):
+                    call(i % sets)
+            finally:
+                graph = stream.end_capture()
+        graph.upload(stream)
+        graph.launch(stream)
+        stream.synchronize()
+        return graph, None
+    except Exception as exc:  # a call that cannot be captured: time plain launches instead
+        try:
+            if stream.is_capturing():
+                stream.end_capture()
+        except Exception:
+            pass
+        cp.cuda.Device().synchronize()
+        return None, f"{type(exc).__name__}: {str(exc)[:120]}"
 
-    Warms up for about ``warmup_ms`` (at least 3 calls), then times each call separately with a
-    pair of events, enough calls to fill about ``target_ms`` of GPU time (``min_reps`` at least),
-    sampling the clock (:class:`ClockProbe`) until the last one finishes.
+
+def time_gpu(call: Callable[[int], None], *, sets: int = 1, warmup_ms: float = 50.0,
+             min_reps: int = 20, target_ms: float = 400.0, max_reps: int = 1000,
+             batch_ms: float = 0.5, graph: bool = True) -> Timing:
+    """Per-launch samples of ``call(i)`` (``i`` = which buffer set to use), timed with events.
+
+    Warms up for about ``warmup_ms`` (at least 3 calls) and estimates one call. Launches shorter
+    than ``batch_ms`` are timed in batches of back-to-back launches (as many as fill about
+    ``batch_ms``, a whole number of rotations over the sets): captured once into a CUDA graph
+    and replayed (``graph``; the launch gaps of the graph, not the host's launch rate, are then
+    what separates them), or, where capture fails, issued one by one with one pair of events
+    around the batch. Each sample is one batch's time over its launches; enough samples to fill
+    about ``target_ms`` (``min_reps`` at least), sampling the clock (:class:`ClockProbe`) until
+    the last one finishes.
     """
     import cupy as cp
 
+    cp.cuda.Device().synchronize()   # the buffers were filled on another stream
+    stream = cp.cuda.Stream(non_blocking=True)
     start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    call(0)
-    stop.record()
-    stop.synchronize()
-    first = max(cp.cuda.get_elapsed_time(start, stop), 1e-3)
-    for i in range(max(3, int(warmup_ms / first))):
-        call(i % sets)
-    cp.cuda.Device().synchronize()
-
-    # Estimate one call after warm-up, then size the run.
-    start.record()
-    for i in range(3):
-        call(i % sets)
-    stop.record()
-    stop.synchronize()
+    with stream:
+        start.record(stream)
+        call(0)
+        stop.record(stream)
+        stop.synchronize()
+        first = max(cp.cuda.get_elapsed_time(start, stop), 1e-3)
+        for i in range(max(3, int(warmup_ms / first))):
+            call(i % sets)
+        stream.synchronize()
+        # Estimate one call after warm-up, then size the batches and the run.
+        start.record(stream)
+        for i in range(3):
+            call(i % sets)
+        stop.record(stream)
+        stop.synchronize()
     one = max(cp.cuda.get_elapsed_time(start, stop) / 3, 1e-4)
-    reps = int(min(max_reps, max(min_reps, target_ms / one)))
+    batch = 1
+    if one < batch_ms:
+        batch = -(-int(batch_ms / one) // sets) * sets
+    method, g = "events around each launch", None
+    if batch > 1:
+        method = f"events around {batch} back-to-back launches"
+        if graph:
+            g, why = _capture(cp, stream, call, batch, sets)
+            method = (f"events around a CUDA graph of {batch} launches" if g is not None
+                      else f"{method} (no CUDA graph: {why})")
+    reps = int(min(max_reps, max(min_reps, target_ms / (one * batch))))
 
     events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
     probe = ClockProbe()
-    for i, (a, b) in enumerate(events):
-        a.record()
-        call(i % sets)
-        b.record()
-        if i % 64 == 63:
+    with stream:
+        for r, (a, b) in enumerate(events):
+            a.record(stream)
+            if g is not None:
+                g.launch(stream)
+            else:
+                for i in range(batch):
+                    call((r * batch + i) % sets)
+            b.record(stream)
+            if batch > 1 or r % 64 == 63:
+                probe.sample()
+        while not events[-1][1].done:
             probe.sample()
-    while not events[-1][1].done:
-        probe.sample()
-        time.sleep(0.002)
-    events[-1][1].synchronize()
-    return Timing(tuple(cp.cuda.get_elapsed_time(a, b) for a, b in events), probe.summary())
+            time.sleep(0.002)
+        events[-1][1].synchronize()
+    return Timing(tuple(cp.cuda.get_elapsed_time(a, b) / batch for a, b in events),
+                  probe.summary(), batch, method)

@@ -7,6 +7,12 @@ over its tile sweep (built in the background meanwhile), cuBLAS and the mma.sync
 ours, the first candidate and the fastest CUTLASS configuration with Nsight Compute. It writes
 ``DIR/tune.json`` and prints a table; notes/capstone_tuning.md records the predictions and
 outcomes.
+
+``--by-size`` measures instead, at each size, the configurations ``GEMM_SWEEP`` lists for it
+(the sweep behind ``GEMM_BY_SIZE``), and every tile of ``TRANSPOSE_SWEEP`` beside the
+device-to-device copy at ``--transpose-sizes`` (the sweep behind ``TRANSPOSE_BY_SIZE``);
+``--precompile N`` first compiles every kernel in N processes (CuPy's and ptxlab's compile
+caches on disk then serve the measuring process).
 """
 from __future__ import annotations
 
@@ -29,9 +35,13 @@ def _line(rec: dict) -> str:
               if len(rec.get("tflops_rounds", [])) > 1 else "")
     err = (f" err {rec['rel_error_vs_fp32']:.1e} ok={rec['correct']}"
            if "rel_error_vs_fp32" in rec else "")
+    spread = (f" spread {rec['spread']:.1%}{' NOISY' if rec.get('noisy') else ''}"
+              f" x{rec.get('batch', 1)}" if rec.get("spread") is not None else "")
+    if "no CUDA graph" in rec.get("timing", ""):
+        spread += f" ({rec['timing']})"
     return (f"{rec.get('kernel', '?'):8} {rec.get('config', ''):<38} "
             f"[{rec.get('variant', '')}] {rec['m']:>5}: {rec['tflops']:6.1f} TFLOP/s{rounds}"
-            f"{err}{clock}")
+            f"{spread}{err}{clock}")
 
 
 def _peak_line(name: str, peak: dict) -> str:
@@ -58,6 +68,39 @@ def _head_config(text: str):
     return HeadConfig
 
 
+def _compile_one(item: tuple[str, str]) -> str:
+    from . import runs
+    runs.compile_kernel(*item)
+    return item[1]
+
+
+def precompile(sources: list[tuple[str, str]], workers: int) -> float:
+    """Compile ``(source, kernel name)`` pairs in ``workers`` fresh processes; seconds taken."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile_one, sorted(set(sources))))
+    return time.perf_counter() - t0
+
+
+def _transpose_lines(recs: list[dict]) -> list[str]:
+    out = []
+    for r in recs:
+        what = r.get("config", r.get("kernel"))
+        size = r.get("rows") or int((r.get("bytes", 0) // 2) ** 0.5)
+        if "error" in r:
+            out.append(f"transpose {what} {size}: FAILED {r['error'][:160]}")
+            continue
+        ok = f" ok={r['correct']}" if "correct" in r else ""
+        out.append(f"transpose {what:<32} {size:>6}^2: {r['tbps']:.3f} TB/s min "
+                   f"{r['min_ms'] * 1e3:.1f} us median {r['median_ms'] * 1e3:.1f} us spread "
+                   f"{r['spread']:.1%} x{r.get('batch', 1)} sets {r.get('sets', '-')}{ok}"
+                   + (f" ({r['timing']})" if "no CUDA graph" in r.get("timing", "") else ""))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", type=Path, required=True)
@@ -69,13 +112,22 @@ def main(argv: list[str] | None = None) -> int:
                    help="labels of our configurations to measure (default: all candidates)")
     p.add_argument("--peer-only", nargs="*", default=None,
                    help="labels of CUTLASS configurations to measure (default: the sweep)")
+    p.add_argument("--by-size", action="store_true",
+                   help="measure each size's GEMM_SWEEP and the TRANSPOSE_SWEEP tiles")
+    p.add_argument("--transpose-sizes", type=int, nargs="*", default=[2048, 4096, 8192, 16384])
+    p.add_argument("--precompile", type=int, default=0, metavar="N",
+                   help="compile every kernel first in N processes")
     p.add_argument("--head", type=Path, default=None,
                    help="another version of gemm.cu (e.g. the last committed one), measured in "
                         "the same rounds with the first candidate's tile")
     args = p.parse_args(argv)
     from . import cutlass_peer, gemm_profile, runs
     from .cases import candidate_configs
-    from .kernels import GemmConfig
+    from .kernels import GEMM_SWEEP, TRANSPOSE_SWEEP, GemmConfig
+
+    def ours_at(n: int) -> list:
+        configs = GEMM_SWEEP.get(n, ()) if args.by_size else candidate_configs()
+        return [c for c in configs if not args.only or c.label in args.only]
 
     out: dict = {"device": runs.device_info(), "sizes": args.sizes, "rounds": args.rounds,
                  "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
@@ -92,6 +144,22 @@ def main(argv: list[str] | None = None) -> int:
     peer_build = (pool.submit(runs.peer_kernels, peer_configs, lambda s: print(s, flush=True))
                   if "peer" not in args.skip else None)
     lines = []
+    if args.precompile:
+        todo = [(c.source(), c.kernel_name) for n in args.sizes for c in ours_at(n)]
+        if args.by_size:
+            todo += [(t.source(), t.kernel_name) for t in TRANSPOSE_SWEEP]
+        out["precompile_s"] = precompile(todo, args.precompile)
+        print(f"compiled {len(set(todo))} kernels in {out['precompile_s']:.0f} s", flush=True)
+    if args.by_size and args.transpose_sizes:
+        out["transpose"] = []
+        for n in args.transpose_sizes:
+            recs = [runs.record_of("copy", n, lambda n=n: runs.copy_run(n * n * 2))]
+            recs += [runs.record_of(t.label, n, lambda t=t, n=n: runs.transpose_run(t, n, n))
+                     for t in TRANSPOSE_SWEEP]
+            out["transpose"] += recs
+            lines += _transpose_lines(recs)
+            print("\n".join(_transpose_lines(recs)), flush=True)
+        save()
     if "peak" not in args.skip:
         out["mma_peak"] = runs.mma_peak_run()
         out["mma_peak_vary"] = runs.mma_peak_run(chains_options=(8, 12), threads_options=(128,),
@@ -106,9 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         if "cublas" not in args.skip:
             jobs.append(("cublas", n, lambda n=n: runs.cublas_run(n, n, n)))
         if "ours" not in args.skip:
-            for cfg in candidate_configs():
-                if not args.only or cfg.label in args.only:
-                    jobs.append((cfg.label, n, lambda cfg=cfg, n=n: runs.gemm_run(cfg, n, n, n)))
+            for cfg in ours_at(n):
+                jobs.append((cfg.label, n, lambda cfg=cfg, n=n: runs.gemm_run(cfg, n, n, n)))
     if args.head is not None:
         head = _head_config(args.head.read_text())(**candidate_configs()[0].as_dict())
         for n in args.sizes:
