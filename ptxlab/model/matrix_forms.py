@@ -24,7 +24,7 @@ from .layouts import WARP_SIZE
 
 __all__ = [
     "FormError", "MatrixForm", "parse_form", "form", "check_target", "byte_map",
-    "address_lanes", "all_forms", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
+    "address_lanes", "all_forms", "layout_record", "check_register_count", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
 ]
 
 #: Packed sub-byte source formats: bits per element and bytes of data in a 16-byte row (the rest
@@ -248,12 +248,16 @@ def _insert_after_num(opcode: str, qualifier: str) -> str:
 
 def _check_operands(rest: str, f: MatrixForm, opcode: str) -> None:
     braces = re.search(r"\{([^}]*)\}", rest)
-    if not braces:
-        return
-    n = len([x for x in braces.group(1).split(",") if x.strip()])
-    if n != f.regs:
-        raise FormError(f"{opcode}: this form moves {f.regs} register(s) per lane, so it needs "
-                        f"{{{', '.join(f'%r{i}' for i in range(f.regs))}}}; got {n}")
+    if braces:
+        check_register_count(f, len([x for x in braces.group(1).split(",") if x.strip()]),
+                             opcode)
+
+
+def check_register_count(f: MatrixForm, given: int, opcode: str = "") -> None:
+    """:class:`FormError` unless ``given`` registers are what ``f`` moves per lane."""
+    if given != f.regs:
+        raise FormError(f"{opcode or f.ptx}: this form moves {f.regs} register(s) per lane, so "
+                        f"it needs {{{', '.join(f'%r{i}' for i in range(f.regs))}}}; got {given}")
 
 
 def form(op: str = "ldmatrix", *, shape: str = "m8n8", num: int = 4, trans: bool = False,
@@ -429,3 +433,18 @@ def all_forms() -> list[MatrixForm]:
     for num in (1, 2, 4):
         out.append(MatrixForm("stmatrix", "m16n8", num, True, "b8"))
     return out
+
+
+def layout_record(f: MatrixForm) -> dict:
+    """The machine-readable map of a form (what ``ptxlab layout --json`` prints).
+
+    ``{"instruction": PTX opcode, "address_lane": 32 x ([matrix, row] or None),
+    "map": [lane][reg][byte 0..3] -> [matrix, row, col]}``, read from :func:`address_lanes` and
+    :func:`byte_map`.
+    """
+    roles = address_lanes(f)
+    return {
+        "instruction": f.ptx,
+        "address_lane": [None if m < 0 else [int(m), int(r)] for m, r in roles],
+        "map": byte_map(f).tolist(),
+    }
