@@ -99,3 +99,27 @@ def test_help_lists_the_new_forms(capsys):
     out = capsys.readouterr().out
     for f in ALL:
         assert f.ptx in out
+
+
+def test_mma_fragments(capsys):
+    rc, out, _ = _run(capsys, "--json", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                                        "{%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, {%r4,%r5}, "
+                                        "{%f4,%f5,%f6,%f7};")
+    assert rc == 0
+    doc = json.loads(out)
+    assert list(doc) == ["instruction", "address_lane", "operands"]
+    assert doc["address_lane"] == [None] * 32
+    ops = doc["operands"]
+    # PTX ISA, m16n8k16 .f16: a0,a1 = row g, cols 2q,2q+1; a2,a3 = row g+8; b0,b1 = rows 2q,2q+1
+    # of column g; c0,c1 = row g, cols 2q,2q+1; c2,c3 = row g+8
+    for t in range(32):
+        g, q = t // 4, t % 4
+        assert ops["A"][t][0] == [[g, 2 * q], [g, 2 * q + 1]]
+        assert ops["A"][t][1] == [[g + 8, 2 * q], [g + 8, 2 * q + 1]]
+        assert ops["B"][t][0] == [[2 * q, g], [2 * q + 1, g]]
+        assert [ops["C"][t][r][0] for r in range(4)] == [[g, 2 * q], [g, 2 * q + 1],
+                                                          [g + 8, 2 * q], [g + 8, 2 * q + 1]]
+    rc, out, _ = _run(capsys, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32")
+    assert rc == 0 and "A (16x32, 8-bit elements, 4 register(s) per lane)" in out
+    rc, _, err = _run(capsys, "mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32")
+    assert rc == 2 and "the model covers" in err

@@ -24,7 +24,8 @@ from .layouts import WARP_SIZE
 
 __all__ = [
     "FormError", "MatrixForm", "parse_form", "form", "check_target", "byte_map",
-    "address_lanes", "all_forms", "layout_record", "check_register_count", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
+    "address_lanes", "all_forms", "layout_record", "check_register_count",
+    "parse_mma", "mma_record", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
 ]
 
 #: Packed sub-byte source formats: bits per element and bytes of data in a 16-byte row (the rest
@@ -447,4 +448,41 @@ def layout_record(f: MatrixForm) -> dict:
         "instruction": f.ptx,
         "address_lane": [None if m < 0 else [int(m), int(r)] for m, r in roles],
         "map": byte_map(f).tolist(),
+    }
+
+
+def parse_mma(text: str) -> layouts.MmaForm:
+    """The mma variant of ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` (operands
+    optional), or :class:`FormError` naming the variants the model covers."""
+    m = _OPCODE.match(text)
+    opcode = m.group(1) if m else text.strip()
+    op, mods = _split_mods(opcode)
+    if op != "mma":
+        raise FormError(f"{opcode}: not an mma instruction")
+    if "sync" not in mods or "aligned" not in mods:
+        raise FormError(f"{opcode}: mma needs .sync.aligned (write mma.sync.aligned....)")
+    shapes = [x for x in mods if re.fullmatch(r"m\d+n\d+k\d+", x)]
+    types = [x for x in mods if x in layouts.TYPE_BITS]
+    if len(shapes) != 1 or len(types) != 4 or "row" not in mods or "col" not in mods:
+        covered = ", ".join(layouts.MmaForm(*v, a=None, b=None, c=None, d=None).ptx
+                            for v in layouts.MMA_VARIANTS)
+        raise FormError(f"{opcode}: write mma.sync.aligned.<shape>.row.col.<dtype>.<atype>."
+                        f"<btype>.<ctype>; the model covers {covered}")
+    dtype, atype, btype, ctype = types
+    try:
+        return layouts.mma_form(shapes[0], atype, btype, ctype, dtype)
+    except ValueError as exc:
+        raise FormError(f"{opcode}: {exc}") from None
+
+
+def mma_record(form: layouts.MmaForm) -> dict:
+    """The machine-readable fragments of an mma variant (``ptxlab layout --json`` for mma):
+    ``{"instruction", "address_lane": 32 x None (mma takes no address), "operands": {"A": ...,
+    "B": ..., "C": ..., "D": ...}}`` with each operand ``[lane][reg][elem] -> [row, col]``
+    (``elem`` counts the elements of one register, lowest bits first)."""
+    return {
+        "instruction": form.ptx,
+        "address_lane": [None] * WARP_SIZE,
+        "operands": {name: getattr(form, name.lower()).coords[..., 1:].tolist()
+                     for name in ("A", "B", "C", "D")},
     }

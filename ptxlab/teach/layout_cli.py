@@ -18,6 +18,8 @@ def _forms_help() -> str:
     lines = ["forms (operands optional; .shared, .shared::cta or generic addressing):"]
     for f in matrix_forms.all_forms():
         lines.append(f"  {f.ptx}")
+    lines.append("  mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c> (the course's variants, e.g. "
+                 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32): its A, B, C, D fragments")
     lines.append("the .b8, .m16n16, .m8n16 and .m16n8 forms need sm_100a/sm_103a/sm_110a/sm_120a/"
                  "sm_121a or an sm_1xxf family target and .version 8.6+ (see "
                  "docs/blackwell_forms.md)")
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list or not args.instruction:
         print(_forms_help())
         return 0 if args.list else 2
+    if args.instruction.lstrip().startswith("mma"):
+        return _run_mma(args)
     try:
         f = matrix_forms.parse_form(args.instruction)
         if args.target:
@@ -56,4 +60,17 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(matrix_forms.layout_record(f)))
     else:
         print(layout_table.render_text(f))
+    return 0
+
+
+def _run_mma(args: argparse.Namespace) -> int:
+    try:
+        form = matrix_forms.parse_mma(args.instruction)
+    except matrix_forms.FormError as exc:
+        print(f"ptxlab layout: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(matrix_forms.mma_record(form)))
+    else:
+        print(layout_table.render_mma_text(form))
     return 0

@@ -91,3 +91,22 @@ def register_view(f: MatrixForm) -> str:
 def render_text(f: MatrixForm) -> str:
     """The whole picture: description, shared-memory view, register view."""
     return "\n\n".join([describe(f), shared_view(f), register_view(f)])
+
+
+def render_mma_text(form) -> str:
+    """An mma variant's four fragments: one line per lane, each register's elements (highest
+    first) as ``row.col`` of A (MxK), B (KxN), C and D (MxN)."""
+    lines = [f"{form.ptx}\n  D = A*B + C, M={form.m} N={form.n} K={form.k}; no addresses: every "
+             "operand is in registers; each register shown highest element first, as row.col"]
+    for name in ("A", "B", "C", "D"):
+        lay = getattr(form, name.lower())
+        lines.append(f"\n{name} ({lay.rows}x{lay.cols}, {lay.elem_bits}-bit elements, "
+                     f"{lay.regs} register(s) per lane)")
+        for lane in range(lay.coords.shape[0]):
+            regs = []
+            for reg in range(lay.regs):
+                cells = [f"{int(lay.coords[lane, reg, e, 1])}.{int(lay.coords[lane, reg, e, 2])}"
+                         for e in reversed(range(lay.elems_per_reg))]
+                regs.append(f"r{reg}[" + " ".join(f"{c:>5}" for c in cells) + "]")
+            lines.append(f"lane {lane:>2} " + " ".join(regs))
+    return "\n".join(lines)
