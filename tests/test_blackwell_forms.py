@@ -211,3 +211,23 @@ def test_compiled_for_sm_90_the_new_forms_are_refused_with_the_fix():
     with pytest.raises(backends.CompileError, match=r"sm_90.*-arch=sm_100a"):
         backends.launch(KERNEL, "k", args=[np.zeros(1024, np.uint8), np.zeros(384, np.uint32)],
                         backend="cpu", isolate=False)
+
+
+OLD_FORMS = [f for f in matrix_forms.all_forms() if f.dtype == "b16" and f.op != "movmatrix"]
+
+
+@pytest.mark.parametrize("f", OLD_FORMS, ids=_ids(OLD_FORMS))
+def test_byte_map_path_equals_the_m8n8_path(f):
+    """The CPU interpreter runs every form through the byte map; for the m8n8 .b16 forms that
+    must equal the emulator's own (H100-verified) path."""
+    smem = RNG.integers(0, 256, 2048).astype(np.uint8)
+    addrs = _scattered_rows(8 * f.num)
+    if f.op == "ldmatrix":
+        np.testing.assert_array_equal(emulator.ldmatrix_form(smem, addrs, f),
+                                      emulator.ldmatrix(smem, addrs, num=f.num, trans=f.trans))
+    else:
+        regs = RNG.integers(0, 2**32, (32, f.num), dtype=np.uint64).astype(np.uint32)
+        a, b = np.zeros(2048, np.uint8), np.zeros(2048, np.uint8)
+        emulator.stmatrix_form(a, addrs, regs, f)
+        emulator.stmatrix(b, addrs, regs, num=f.num, trans=f.trans)
+        np.testing.assert_array_equal(a, b)

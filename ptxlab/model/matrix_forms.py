@@ -261,6 +261,7 @@ def check_register_count(f: MatrixForm, given: int, opcode: str = "") -> None:
                         f"it needs {{{', '.join(f'%r{i}' for i in range(f.regs))}}}; got {given}")
 
 
+@lru_cache(maxsize=256)
 def form(op: str = "ldmatrix", *, shape: str = "m8n8", num: int = 4, trans: bool = False,
          dtype: str = "b16", space: str = "shared") -> MatrixForm:
     """A form from keywords (the emulator's ``shape=``/``dtype=``), validated like PTX text.
