@@ -52,7 +52,7 @@ case "$MODE" in
 the H100: ours per size (GEMM_BY_SIZE: B row- and column-major, f16 and f32 out), CUTLASS's SM80 \
 mma.sync GEMM (sweep, then its fastest per size and B layout), cuBLAS, the ceilings, the \
 transpose per size (TRANSPOSE_BY_SIZE) beside the copy, the course's exercise-3 k-loop as a \
-whole GEMM and a K sweep for the fixed cost per tile, in one run; launches under 0.5 ms timed \
+whole GEMM and a K sweep for the fixed cost per tile, in one run; launches under 2 ms timed \
 in CUDA graphs"
     } 2>&1 | tee "$OUT_DIR/bench.log"
     ;;

@@ -149,6 +149,23 @@ def test_the_benchmark_picks_the_configuration_of_the_problem_size():
         kernels.gemm_config_for(1000, 1000, 1000)
 
 
+def test_the_per_size_tables_are_the_committed_sweeps_fastest():
+    """GEMM_BY_SIZE and TRANSPOSE_BY_SIZE hold what the committed sweep measured fastest."""
+    import json
+    from pathlib import Path
+
+    from ptxlab.bench import tune
+    sweep = json.loads((Path(__file__).parents[1] / "reports/capstone/sweep_2026-11-26/tune.json")
+                       .read_text())
+    picks = tune.fastest_by_size(sweep)
+    assert sorted(picks) == sorted(kernels.GEMM_BY_SIZE)
+    for size, by_layout in kernels.GEMM_BY_SIZE.items():
+        for b_col, cfg in by_layout.items():
+            assert GemmConfig(**picks[size][b_col]["params"]) == cfg, (size, b_col)
+    for size, rec in tune.fastest_transpose_by_size(sweep).items():
+        assert TransposeConfig(**rec["params"]) == kernels.TRANSPOSE_BY_SIZE[size]
+
+
 def test_noisy_timings_are_flagged_and_rounds_keep_their_spread():
     from ptxlab.bench import runs
     from ptxlab.bench.timing import Timing
@@ -328,5 +345,6 @@ def test_a_failing_job_becomes_a_record_and_the_rounds_go_on():
                                                 "error": "RuntimeError: no GPU"}
     recs = runs.in_rounds([("cfg", 256, boom), ("ok", 256, lambda: {"m": 256})], 2,
                           log=lambda r: None)
-    assert [r.get("error", "ok") for r in recs] == ["RuntimeError: no GPU", "ok"] * 2
+    assert [r.get("error", "ok") for r in recs] == ["RuntimeError: no GPU", "ok", "ok",
+                                                     "RuntimeError: no GPU"]
     assert [r["round"] for r in recs] == [0, 0, 1, 1]

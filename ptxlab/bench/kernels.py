@@ -215,13 +215,17 @@ GEMM_SWEEP: dict[int, tuple[GemmConfig, ...]] = {
 }
 
 #: The configuration the benchmark runs at each problem size, per B layout (``False``:
-#: row-major, ``True``: column-major): the fastest correct one of ``GEMM_SWEEP`` at that size in
-#: the sweep of ``reports/capstone/sweep_2026-11-26/`` (notes/capstone_tuning.md).
+#: row-major, ``True``: column-major): the fastest correct, not noisy one of ``GEMM_SWEEP`` at
+#: that size in the sweep of ``reports/capstone/sweep_2026-11-26/`` (``tune.fastest_by_size``
+#: of its tune.json; H100, 3 rounds). At 1024^3, 64x128 tiles of 4 warps put 128 blocks on
+#: the 132 SMs (249 / 246 TFLOP/s there, CUTLASS's best 168 / 164); from 2048^3 on the
+#: 128x256 tiles, where every kernel ran at the board's power limit.
 GEMM_BY_SIZE: dict[int, dict[bool, GemmConfig]] = {
-    1024: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
-    2048: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
-    4096: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
-    8192: {False: GEMM_BEST, True: GEMM_BEST_B_COL},
+    1024: {False: GemmConfig(bm=64, bn=128, warps_n=2, stages=4, split_copies=True),
+           True: GemmConfig(bm=64, bn=128, warps_n=2, stages=4, split_copies=True, b_col=True)},
+    2048: {False: GEMM_BEST.replace(stages=4), True: GEMM_BEST_B_COL},
+    4096: {False: GEMM_BEST.replace(stages=4), True: GEMM_BEST_B_COL},
+    8192: {False: GEMM_BEST, True: GEMM_BEST.replace(b_col=True)},
 }
 
 
@@ -294,10 +298,14 @@ TRANSPOSE_SWEEP = (
     TransposeConfig(tr=32, tc=64, threads=128),
 )
 
-#: The transpose tile the benchmark runs per square size (the fastest of ``TRANSPOSE_SWEEP``
-#: there in the sweep of ``reports/capstone/sweep_2026-11-26/``).
+#: The transpose tile the benchmark runs per square size: the fastest of ``TRANSPOSE_SWEEP``
+#: there in the sweep of ``reports/capstone/sweep_2026-11-26/``
+#: (``tune.fastest_transpose_by_size``). Every tile was within 8% of the others at every size.
 TRANSPOSE_BY_SIZE: dict[int, TransposeConfig] = {
-    2048: TRANSPOSE_BEST, 4096: TRANSPOSE_BEST, 8192: TRANSPOSE_BEST, 16384: TRANSPOSE_BEST,
+    2048: TransposeConfig(tr=32, tc=64, threads=128),
+    4096: TransposeConfig(tr=128, tc=64),
+    8192: TransposeConfig(tr=128, tc=128, threads=512),
+    16384: TransposeConfig(tr=128, tc=128, threads=512),
 }
 
 

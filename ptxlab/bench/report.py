@@ -229,7 +229,7 @@ def plot(res: dict, out_dir: Path) -> list[str]:
         by_variant.setdefault(f"ours: {r['variant']}", []).append((r["m"], r["tflops"]))
     for (m, variant), r in sorted(_peer_best(res).items()):
         by_variant.setdefault(f"CUTLASS (best of sweep): {variant}", []).append((m, r["tflops"]))
-    by_variant["cuBLAS (cupy.matmul, fp16)"] = [(r["m"], r["tflops"]) for r in res["cublas"]]
+    by_variant["cuBLAS (cublasGemmEx, fp16)"] = [(r["m"], r["tflops"]) for r in res["cublas"]]
     for label, pts in by_variant.items():
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
@@ -454,7 +454,7 @@ def markdown(res: dict, plots: list[str]) -> str:
                                           (res.get("gemm_configs") or {}).items())),
         "- timing: every kernel checked first against an fp32 product of fresh random inputs "
         "(the transpose bit for bit), its output poisoned first. Then warm-up and CUDA events: "
-        "a launch shorter than 0.5 ms is timed in batches of back-to-back launches captured "
+        "a launch shorter than 2 ms is timed in batches of back-to-back launches captured "
         "into one CUDA graph and replayed (events around each replay, its time over its "
         "launches), a longer one launch by launch; inputs rotated over buffer sets that "
         "together exceed twice the L2 cache. Each figure is the median per launch, with the "

@@ -268,11 +268,15 @@ def record_of(name: str, size: int, job) -> dict:
 def in_rounds(jobs, rounds: int, log=print) -> list[dict]:
     """Run every job (``(name, size, callable returning a record)``) once per round, round
     after round, so that slow drift of the clock or temperature over a run falls on every
-    kernel alike; each record gets its ``round``. A job that raises becomes a record with the
-    error (:func:`record_of`), and the others go on."""
+    kernel alike; round ``r`` starts at job ``r`` (mod their number), so that no kernel always
+    runs on the board the same job left it in (the first after a cooler size, say). Each record
+    gets its ``round``. A job that raises becomes a record with the error (:func:`record_of`),
+    and the others go on."""
     out = []
+    jobs = list(jobs)
     for r in range(rounds):
-        for name, size, job in jobs:
+        first = r % len(jobs) if jobs else 0
+        for name, size, job in jobs[first:] + jobs[:first]:
             rec = record_of(name, size, job)
             rec["round"] = r
             out.append(rec)
@@ -330,22 +334,63 @@ def best_by(records: list[dict], kernel: str) -> list[dict]:
     return list(best.values())
 
 
+def _graph_capturable_gemm(cp):
+    """cuBLAS's fp16 GEMM (fp32 compute, fp16 C) on row-major operands, ``gemm(a, b, c)``,
+    through CuPy's bindings of cublasGemmEx on the current stream: the call ``cupy.matmul``
+    makes, which CuPy itself refuses inside a CUDA graph capture. None where the bindings are
+    missing."""
+    try:
+        from cupy_backends.cuda.libs import cublas
+    except ImportError:
+        return None
+    handle = cp.cuda.device.get_cublas_handle()
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    f16 = getattr(cp.cuda.runtime, "CUDA_R_16F", 2)
+    compute = getattr(cublas, "CUBLAS_COMPUTE_32F", 68)
+    algo = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
+
+    def gemm(a, b, c, _keep=(one, zero)) -> None:
+        m, k = a.shape
+        n = b.shape[1]
+        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+        # Row-major C = A B is column-major C^T = B^T A^T.
+        cublas.gemmEx(handle, 0, 0, n, m, k, one.ctypes.data, b.data.ptr, f16, n, a.data.ptr,
+                      f16, k, zero.ctypes.data, c.data.ptr, f16, n, compute, algo)
+    return gemm
+
+
 def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int | None = None) -> dict:
-    """cuBLAS through ``cupy.matmul`` on fp16 operands (fp16 out), same rotation as ours."""
+    """cuBLAS's fp16 GEMM (fp16 out), same rotation as ours: cublasGemmEx as ``cupy.matmul``
+    calls it, but callable inside a CUDA graph (checked against ``cupy.matmul`` first), or
+    ``cupy.matmul`` itself (B column-major, or where that check fails)."""
     cp = cupy_module()
     sets = sets or _gemm_sets(m, n, k)
     bufs = []
     for s in range(sets):
         a, b = _gemm_operands(cp, m, n, k, b_col, 100 + s)
         bufs.append((a, b.T if b_col else b, cp.empty((m, n), dtype=cp.float16)))
+    gemm = None if b_col else _graph_capturable_gemm(cp)
+    how = "cupy.matmul"
+    if gemm is not None:
+        a, b, c = bufs[0]
+        try:
+            gemm(a, b, c)
+            if _rel_error(c, cp.matmul(a, b)) <= 1e-3:
+                how = "cublasGemmEx"
+        except Exception:  # fall back to cupy.matmul
+            pass
 
     def call(i: int) -> None:
         a, b, c = bufs[i]
-        cp.matmul(a, b, out=c)
+        if how == "cublasGemmEx":
+            gemm(a, b, c)
+        else:
+            cp.matmul(a, b, out=c)
 
+    cp.cuda.Device().synchronize()
     t = time_gpu(call, sets=sets)
-    rec = {"kernel": "cublas", "variant": f"cupy.matmul fp16, B {'col' if b_col else 'row'}-major",
-           "m": m, "n": n, "k": k, **t.as_dict()}
+    rec = {"kernel": "cublas", "variant": f"{how} fp16, B {'col' if b_col else 'row'}-major",
+           "m": m, "n": n, "k": k, "sets": sets, **t.as_dict()}
     rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
     return rec
 

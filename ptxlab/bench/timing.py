@@ -123,7 +123,7 @@ def _capture(cp, stream, call: Callable[[int], None], batch: int, sets: int):
 
 def time_gpu(call: Callable[[int], None], *, sets: int = 1, warmup_ms: float = 50.0,
              min_reps: int = 20, target_ms: float = 400.0, max_reps: int = 1000,
-             batch_ms: float = 0.5, graph: bool = True) -> Timing:
+             batch_ms: float = 2.0, graph: bool = True) -> Timing:
     """Per-launch samples of ``call(i)`` (``i`` = which buffer set to use), timed with events.
 
     Warms up for about ``warmup_ms`` (at least 3 calls) and estimates one call. Launches shorter

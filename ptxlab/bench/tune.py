@@ -101,6 +101,33 @@ def _transpose_lines(recs: list[dict]) -> list[str]:
     return out
 
 
+def fastest_by_size(out: dict) -> dict[int, dict[bool, dict]]:
+    """Per size and B layout (``b_col``), the fastest of our f16-output GEMM records of a sweep
+    (``tune.json``'s ``gemm``, merged over rounds) that is correct and not noisy: what
+    ``GEMM_BY_SIZE`` is read from."""
+    best: dict[int, dict[bool, dict]] = {}
+    for r in out.get("gemm", []):
+        if not r.get("correct") or r.get("noisy") or r["params"].get("out_f32"):
+            continue
+        slot = best.setdefault(r["m"], {})
+        b_col = bool(r["params"]["b_col"])
+        if r["tflops"] > slot.get(b_col, {}).get("tflops", 0):
+            slot[b_col] = r
+    return best
+
+
+def fastest_transpose_by_size(out: dict) -> dict[int, dict]:
+    """Per size, the fastest correct, not noisy transpose record of a ``--by-size`` sweep: what
+    ``TRANSPOSE_BY_SIZE`` is read from."""
+    best: dict[int, dict] = {}
+    for r in out.get("transpose", []):
+        if r.get("kernel") != "transpose" or not r.get("correct") or r.get("noisy"):
+            continue
+        if r["tbps"] > best.get(r["rows"], {}).get("tbps", 0):
+            best[r["rows"]] = r
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", type=Path, required=True)
