@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The capstone's per-size work on a machine with an sm_90 GPU, CuPy, nvcc and ncu, one call each:
 #
-#   bash scripts/gpu_capstone_sizes.sh sweep OUT_DIR
+#   bash scripts/gpu_capstone_sizes.sh sweep OUT_DIR [tune options...]
 #       python -m ptxlab.bench.tune --by-size: at 1024^3 .. 8192^3, each size's GEMM_SWEEP
 #       configurations (ours, B row- and column-major), CUTLASS's tile sweep and cuBLAS in 3
 #       interleaved rounds, and every TRANSPOSE_SWEEP tile beside the copy at 2048^2 .. 16384^2
 #       (every kernel compiled first in 8 processes); then a short `ptxlab bench` (one round,
 #       no ncu, no CUTLASS) that runs the report's code paths. Writes OUT_DIR/tune.json,
-#       OUT_DIR/sweep.log, OUT_DIR/smoke/ and OUT_DIR/smoke.log.
+#       OUT_DIR/sweep.log, OUT_DIR/smoke/ and OUT_DIR/smoke.log. With tune options, the sweep
+#       runs with those instead of --sizes and --rounds (e.g. --sizes 4096 8192 --rounds 4
+#       --transpose-sizes --peer-only LABELS) and no short bench follows.
 #
 #   bash scripts/gpu_capstone_sizes.sh bench OUT_DIR
 #       the whole `ptxlab bench` (the report committed under reports/capstone/), with the
@@ -17,8 +19,9 @@
 # CUTLASS's headers come from an nvidia-cutlass wheel in .whl/ where nothing else provides them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MODE=${1:?usage: gpu_capstone_sizes.sh sweep|bench OUT_DIR}
-OUT_DIR=${2:?usage: gpu_capstone_sizes.sh sweep|bench OUT_DIR}
+MODE=${1:?usage: gpu_capstone_sizes.sh sweep|bench OUT_DIR [tune options]}
+OUT_DIR=${2:?usage: gpu_capstone_sizes.sh sweep|bench OUT_DIR [tune options]}
+shift 2
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -34,11 +37,14 @@ header() {
 
 case "$MODE" in
   sweep)
+    OPTIONS=("$@")
+    [[ ${#OPTIONS[@]} -gt 0 ]] || OPTIONS=(--sizes 1024 2048 4096 8192 --rounds 3)
     {
       header
-      "$PY" -m ptxlab.bench.tune --out "$OUT_DIR" --by-size --sizes 1024 2048 4096 8192 \
-        --rounds 3 --skip peak ncu --precompile 8
+      "$PY" -m ptxlab.bench.tune --out "$OUT_DIR" --by-size --skip peak ncu --precompile 8 \
+        "${OPTIONS[@]}"
     } 2>&1 | tee "$OUT_DIR/sweep.log"
+    [[ $# -eq 0 ]] || exit 0
     {
       header
       "$PY" -m ptxlab.cli bench --out "$OUT_DIR/smoke" --gemm-sizes 1024 --transpose-sizes 2048 \

@@ -334,28 +334,61 @@ def best_by(records: list[dict], kernel: str) -> list[dict]:
     return list(best.values())
 
 
-def _graph_capturable_gemm(cp):
-    """cuBLAS's fp16 GEMM (fp32 compute, fp16 C) on row-major operands, ``gemm(a, b, c)``,
-    through CuPy's bindings of cublasGemmEx on the current stream: the call ``cupy.matmul``
-    makes, which CuPy itself refuses inside a CUDA graph capture. None where the bindings are
-    missing."""
-    try:
-        from cupy_backends.cuda.libs import cublas
-    except ImportError:
-        return None
-    handle = cp.cuda.device.get_cublas_handle()
-    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
-    f16 = getattr(cp.cuda.runtime, "CUDA_R_16F", 2)
-    compute = getattr(cublas, "CUBLAS_COMPUTE_32F", 68)
-    algo = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
+def _load_cublas():
+    """libcublas, as loaded by CuPy (same soname) or from CUDA's usual places; None if absent."""
+    import ctypes
+    import glob
+    import os
 
-    def gemm(a, b, c, _keep=(one, zero)) -> None:
+    names = ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
+    try:
+        import nvidia.cublas
+        names += sorted(glob.glob(os.path.join(list(nvidia.cublas.__path__)[0], "lib",
+                                               "libcublas.so*")))
+    except ImportError:
+        pass
+    names += sorted(glob.glob("/usr/local/cuda/lib64/libcublas.so*"))
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+@lru_cache(maxsize=None)
+def _graph_capturable_gemm(cp):
+    """cuBLAS's fp16 GEMM (fp32 compute, fp16 C) on row-major operands, ``gemm(a, b, c)``, on
+    the current stream: cublasGemmEx, the call ``cupy.matmul`` makes, but through its own handle
+    and ctypes, since CuPy refuses its cuBLAS calls inside a CUDA graph capture. None where
+    libcublas cannot be loaded or the handle not made."""
+    import ctypes
+
+    lib = _load_cublas()
+    if lib is None:
+        return None
+    handle = ctypes.c_void_p()
+    if lib.cublasCreate_v2(ctypes.byref(handle)) != 0:
+        return None
+    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+    lib.cublasSetStream_v2.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.cublasGemmEx.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    f16, compute_32f, default_algo = 2, 68, -1   # CUDA_R_16F, CUBLAS_COMPUTE_32F, GEMM_DEFAULT
+
+    def gemm(a, b, c, _keep=(lib, handle, one, zero)) -> None:
         m, k = a.shape
         n = b.shape[1]
-        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+        lib.cublasSetStream_v2(handle, cp.cuda.get_current_stream().ptr)
         # Row-major C = A B is column-major C^T = B^T A^T.
-        cublas.gemmEx(handle, 0, 0, n, m, k, one.ctypes.data, b.data.ptr, f16, n, a.data.ptr,
-                      f16, k, zero.ctypes.data, c.data.ptr, f16, n, compute, algo)
+        status = lib.cublasGemmEx(handle, 0, 0, n, m, k, ctypes.byref(one), b.data.ptr, f16, n,
+                                  a.data.ptr, f16, k, ctypes.byref(zero), c.data.ptr, f16, n,
+                                  compute_32f, default_algo)
+        if status != 0:
+            raise RuntimeError(f"cublasGemmEx returned status {status}")
     return gemm
 
 
