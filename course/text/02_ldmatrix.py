@@ -41,9 +41,10 @@ print(backends.describe())
 #
 # <details><summary>Older GPUs and the ignored lanes</summary>
 #
-# On sm_75 the ignored lanes' addresses must still be valid shared addresses; copying the lower
+# PTX compiled for `.target sm_75` or below (the target named at compile time, not the GPU
+# that runs it) must give the ignored lanes valid shared addresses too; copying the lower
 # lanes' addresses (`lane % 8` for `.x1`, `lane % 16` for `.x2`) is the usual trick, and it is
-# harmless on newer GPUs.
+# harmless for every target.
 # </details>
 
 # %%
@@ -253,7 +254,9 @@ ex.a_operand_kernel.grade(A_KERNEL, hidden=True)
 # %% [markdown]
 # ## Exercise 6 · spot the bug
 #
-# A blog post wraps the instruction like this and calls it to load **two** matrices, with
+# A blog post wraps the `.x4` instruction in a function it names `..._x2` (a slip in the name
+# only: its kernel sets up all 32 row addresses and reads four registers, so it works).
+# Suppose a reader trusts the name and calls the wrapper to load **two** matrices, with
 # lanes 16-31 holding addresses nobody set up:
 #
 # ```c++

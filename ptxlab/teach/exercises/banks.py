@@ -561,12 +561,14 @@ swizzle = SwizzleExercise(
         (lambda row, chunk, chunks: chunk,
          "this is the naive layout: every chunk stays where it was"),
         (lambda row, chunk, chunks: chunk ^ (row % chunks),
-         "with rows shorter than 128 bytes, one 128-byte line holds several rows: rows r and "
-         "r + chunks start in the same banks. XOR with the number of the 128-byte line, "
-         "(row * chunks // 8) % chunks, not with the row"),
+         "with rows shorter than 128 bytes, one 128-byte line holds 8 // chunks rows, so rows r "
+         "and r + 8 // chunks start in the same banks; XOR-ing with row % chunks still leaves "
+         "rows r and r + 4 of a matrix in the same banks. XOR with the number of the 128-byte "
+         "line, (row * chunks // 8) % chunks, not with the row"),
         (lambda row, chunk, chunks: (chunk + row) % chunks,
          "a rotation by the row works for 128-byte rows, but for shorter rows it repeats every "
-         "`chunks` rows while the banks repeat every 8 // chunks rows per line"),
+         "`chunks` rows while the row starts repeat their banks every 8 // chunks rows: rows r "
+         "and r + 4 of a matrix still land in the same banks"),
     ),
     hints=(
         "For 128-byte rows (8 chunks), chunk ^ (row % 8) works: the eight rows of a matrix read "

@@ -327,7 +327,7 @@ def _tf32_hidden(rng: np.random.Generator) -> list[tuple]:
 
 tf32_operand = BitsExercise(
     key="mma.tf32_operand",
-    title="the bits of a tf32 operand the tensor core computes with",
+    title="the bits of a tf32 operand the H100's tensor core computes with",
     arg_names=("bits",),
     reference=tf32_read,
     visible=lambda: [(b,) for b in _TF32_VISIBLE],
@@ -354,7 +354,8 @@ tf32_operand = BitsExercise(
     hints=(
         "tf32 = sign (1 bit) + exponent (8 bits) + mantissa (10 bits), the top 19 bits of the "
         "f32 pattern.",
-        "The low 32 - 19 = 13 bits are not rounded, just ignored (read as zero).",
+        "On the H100 the low 32 - 19 = 13 bits are not rounded, just ignored (read as zero); "
+        "the PTX ISA does not promise that, which is why code rounds with cvt.rna first.",
         "bits & 0xFFFFE000",
     ),
 )
