@@ -174,8 +174,7 @@ bank_group = FunctionExercise(
     ),
     hints=("Work with the byte address: row * row_bytes + 16 * chunk.",
            "The 32 banks repeat every 128 bytes; each 16-byte slot of those 128 bytes is one "
-           "group of four banks.",
-           "(row * row_bytes + 16 * chunk) // 16 % 8"),
+           "group of four banks."),
 )
 
 
@@ -371,7 +370,6 @@ swizzled_a_rows = SwizzledAddressExercise(
         "First the plain answer from notebook 2: row = row0 + lane % 16, chunk = col0 // 8 + "
         "lane // 16.",
         "Then move the chunk: it is stored in slot chunk ^ (row % 8) of its row.",
-        "base + row * 128 + (chunk ^ (row % 8)) * 16",
     ),
 )
 
@@ -576,8 +574,6 @@ swizzle = SwizzleExercise(
         "slots.",
         "A row of 4 chunks fills half a 128-byte line: rows 2k and 2k+1 share a line and are "
         "already in different banks. Only rows whose (row // 2) differ need moving.",
-        "Swizzle with the line number: for chunks < 8, chunk ^ ((row // (8 // chunks)) % "
-        "chunks); for chunks >= 8, chunk ^ (row % 8).",
     ),
 )
 

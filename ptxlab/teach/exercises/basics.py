@@ -29,8 +29,7 @@ element_address = FunctionExercise(
          "add the tile's base address"),
     ),
     hints=("Addresses count bytes; each 16-bit element is 2 bytes.",
-           "Row r starts r * stride bytes after base.",
-           "base + row * stride + 2 * col"),
+           "Row r starts r * stride bytes after base."),
 )
 
 bank_of = FunctionExercise(

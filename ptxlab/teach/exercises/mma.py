@@ -356,7 +356,6 @@ tf32_operand = BitsExercise(
         "f32 pattern.",
         "On the H100 the low 32 - 19 = 13 bits are not rounded, just ignored (read as zero); "
         "the PTX ISA does not promise that, which is why code rounds with cvt.rna first.",
-        "bits & 0xFFFFE000",
     ),
 )
 
@@ -444,7 +443,6 @@ b_pair_rows = AddressExercise(
         "starting at column 8j. Matrices 2 and 3: the same rows at column 8(j + 1).",
         "Lanes 0-15 point at rows 0-15 (one row each); lanes 16-31 at the same rows, one block "
         "to the right.",
-        "address = base + (lane % 16) * stride + (j + lane // 16) * 16",
     ),
 )
 

@@ -199,7 +199,6 @@ d_rows = AddressExercise(
         "stmatrix takes its row addresses exactly like ldmatrix: lanes 8i..8i+7 give the rows "
         "of matrix i, and matrix i is register i.",
         "D's register 0 is rows 0-7 and register 1 rows 8-15, one below the other.",
-        "address = base + (lane % 16) * stride",
     ),
 )
 
@@ -222,7 +221,6 @@ d_trans_rows = AddressExercise(
         "With .trans, stored row j of matrix i receives column j of that 8x8 block of D.",
         "So matrix 0 (D rows 0-7) fills columns 0-7 of the 8 stored rows, matrix 1 (D rows "
         "8-15) columns 8-15.",
-        "address = base + (lane % 8) * stride + (lane // 8 % 2) * 16",
     ),
 )
 
