@@ -25,7 +25,7 @@ VIEWS = {
 }
 
 
-def test_exported_notebook_shows_every_widget_as_a_picture(tmp_path):
+def test_exported_notebook_shows_every_widget_as_a_picture(tmp_path, monkeypatch):
     """Run a notebook of the views in a kernel and export it the way nbgrader's feedback is."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -37,8 +37,8 @@ def test_exported_notebook_shows_every_widget_as_a_picture(tmp_path):
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    env_path = os.path.dirname(sys.executable)
-    os.environ["PATH"] = env_path + os.pathsep + os.environ.get("PATH", "")
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep
+                       + os.environ.get("PATH", ""))
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     pictures = {}
