@@ -284,9 +284,10 @@ capstone.check_kernels()
 # says so, with CUTLASS's own `mma.sync` GEMM beside ours.
 #
 # On the H100 (`reports/capstone/REPORT.md`, 2026-11-24) the transpose runs at 93-96% of copy
-# bandwidth from 4096² up (at 2048², 8 MiB of data, only 15%). The GEMM reaches 426-435 TFLOP/s at 4096³-8192³: 0.65-0.66 of the `mma.sync`
-# ceiling (657 TFLOP/s, registers only), level with CUTLASS's `mma.sync` GEMM (421-429, the best
-# of a 12-configuration sweep), and about two thirds of cuBLAS (632-637).
+# bandwidth from 4096² up (at 2048², 8 MiB of data, only 15%). The GEMM reaches 426-435
+# TFLOP/s at 4096³-8192³: 0.65-0.66 of the `mma.sync` ceiling (657 TFLOP/s, registers only),
+# level with CUTLASS's `mma.sync` GEMM (421-429, the best of a 12-configuration sweep), and
+# about two thirds of cuBLAS (632-637).
 #
 # <details><summary>What limits an mma.sync GEMM on this GPU</summary>
 #
