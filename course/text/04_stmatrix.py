@@ -43,8 +43,8 @@ print(backends.describe())
 # <details><summary>Why, and what the compiler says</summary>
 #
 # `ldmatrix` and `movmatrix` compile for Turing (sm_75) and newer, `mma.m16n8k16` for Ampere
-# (sm_80), but `stmatrix` only for Hopper (sm_90). Compiling a kernel that uses it for an sm_80 target (an
-# A100; an RTX 30xx, sm_86, alike) stops in the PTX assembler with
+# (sm_80), but `stmatrix` only for Hopper (sm_90). Compiling a kernel that uses it for an sm_80
+# target (an A100; an RTX 30xx, sm_86, alike) stops in the PTX assembler with
 #
 # ```
 # error   : Feature 'stmatrix' requires .target sm_90 or higher

@@ -252,9 +252,9 @@ print(ex.formats_table([1 / 3, 300.7, 2049, 70000.0, 1e-6, 1 + 2**-11 + 2**-12])
 # that `cvt.rna.tf32.f32` makes one; what an `mma` makes of an arbitrary f32 pattern it does
 # not say. What the H100 does, measured with random low bits
 # (`reports/hardware/MMA_ROUNDING.md`, 2026-11-24): it reads the upper 19 bits and **ignores
-# the low 13**: nothing is rounded, the extra mantissa bits are simply dropped. Code that wants defined, rounded inputs converts first with
-# `cvt.rna.tf32.f32` (round to nearest, ties away from zero), which leaves a pattern whose
-# low 13 bits are zero.
+# the low 13**: nothing is rounded, the extra mantissa bits are simply dropped. Code that wants
+# defined, rounded inputs converts first with `cvt.rna.tf32.f32` (round to nearest, ties away
+# from zero), which leaves a pattern whose low 13 bits are zero.
 #
 # The kernel below multiplies a 16x8 A by the 8x8 identity, so D is A as the tensor core read
 # it, once with the raw f32 patterns and once rounded with `cvt.rna` first.

@@ -335,7 +335,8 @@ capstone.performance()
 # fragment serves eight n8 tiles and each B fragment four m16 tiles. An SM's shared memory
 # delivers 128 bytes a cycle, so an `ldmatrix.x4` (512 bytes) takes it 4 cycles, while the
 # SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (the 657 TFLOP/s ceiling over
-# 132 SMs at 1.83 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of the ceiling.
+# 132 SMs at 1.83 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of
+# the ceiling.
 # The 64x64 block tile also reads 2.7 times as many bytes of A and B from L2 per flop as the
 # capstone's 128x256.
 # </details>

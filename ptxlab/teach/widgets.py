@@ -337,7 +337,8 @@ class AddressTable(_StaticFallback):
 
     def settings(self) -> str:
         src = self.formula.value.strip() or ("your Python function" if self._callable else "")
-        return (f"{self.instruction} .x{self.placement().num}{' .trans' if self.trans.value else ''}"
+        trans = " .trans" if self.trans.value else ""
+        return (f"{self.instruction} .x{self.placement().num}{trans}"
                 f", {self.arrangement.value}, base {int(self.base.value)}, row stride "
                 f"{int(self.stride.value)} B" + (f", address = {src}" if src else ""))
 
