@@ -156,12 +156,13 @@ ex.side_by_side_rows.grade(side_by_side_rows, hidden=True)
 # `mma.sync.aligned.m16n8k16` multiplies a 16x16 A by a 16x8 B. A lives in four registers per
 # lane, and each register is one 8x8 block in the `ldmatrix` layout: `a0` the upper-left
 # block, `a1` the **lower-left**, `a2` the upper-right, `a3` the lower-right. So one
-# `ldmatrix.x4` loads A, provided lanes 8i..8i+7 point at the rows of block `i`. Hover the
-# cells to see each lane's register and half.
+# `ldmatrix.x4` loads A, provided lanes 8i..8i+7 point at the rows of block `i`. Each cell
+# names the lane holding it; thick lines part the blocks, and the key beside the map names
+# each block's register. Hover the cells to see each lane's register and half.
 
 # %%
 form = layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32")
-render.fragment_map_html(form.a, titles=["A (16x16): lane / register.half"])
+render.fragment_map_html(form.a, titles=["A (16x16): the lane holding each element"])
 
 # %% [markdown]
 # ## Exercise 3 · row addresses of A
