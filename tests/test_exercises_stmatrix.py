@@ -226,3 +226,11 @@ def test_address_tables_for_stores():
     # without a formula: the picture (the lane table comes with a formula to judge)
     assert "lanes receive it" in widgets.AddressTable(num=1).html()
     assert "lanes it comes from" in widgets.AddressTable(num=1, instruction="stmatrix").html()
+
+
+def test_ignored_lanes_get_no_sm75_note_for_stmatrix():
+    """The `.target sm_75` rule for ignored lanes is ldmatrix's: stmatrix needs sm_90."""
+    def only_active(lane, base, stride):
+        return right_d_rows(lane, base, stride) if lane < 16 else 3
+    res = ex.d_rows.evaluate(only_active)
+    assert res.passed and not any("sm_75" in a for a in res.advice)

@@ -176,8 +176,12 @@ def test_the_wheel_lists_every_subpackage_and_ships_the_kernels():
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     on_disk = {".".join(p.parent.relative_to(ROOT).parts)
                for p in (ROOT / "ptxlab").rglob("__init__.py")}
-    assert on_disk | {"ptxlab._kernels"} == set(cfg["packages"])
+    kernel_dirs = {".".join(("ptxlab", "_kernels") + p.relative_to(ROOT / "kernels").parts)
+                   for p in [ROOT / "kernels", *(ROOT / "kernels").rglob("*")] if p.is_dir()}
+    assert on_disk | kernel_dirs == set(cfg["packages"])
     assert cfg["package-dir"]["ptxlab._kernels"] == "kernels"
-    globs = cfg["package-data"]["ptxlab._kernels"]
-    shipped = {p for g in globs for p in (ROOT / "kernels").glob(g)}
-    assert shipped == {p for p in (ROOT / "kernels").rglob("*") if p.suffix in (".cu", ".cuh")}
+    shipped = set()
+    for package, globs in cfg["package-data"].items():
+        folder = ROOT.joinpath("kernels", *package.split(".")[2:])
+        shipped |= {p for g in globs for p in folder.glob(g)}
+    assert shipped == {p for p in (ROOT / "kernels").rglob("*") if p.is_file()}

@@ -33,7 +33,7 @@ def _lint(package_parent: Path) -> subprocess.CompletedProcess:
 def test_contracts_hold():
     proc = _lint(ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 kept, 0 broken" in proc.stdout
+    assert "3 kept, 0 broken" in proc.stdout
 
 
 def _copy_package(tmp_path: Path) -> Path:
@@ -56,6 +56,9 @@ def _copy_package(tmp_path: Path) -> Path:
      "ptxlab.grading.report -> ptxlab.bench.kernels"),
     # a model module going through the package face instead of its layer name
     ("model/emulator.py", "from ptxlab import backends", "ptxlab.model.emulator -> ptxlab"),
+    # the progress store reaching back into the exercises (the circle the progress split cut)
+    ("teach/progress_store.py", "from .exercises import base",
+     "ptxlab.teach.progress_store -> ptxlab.teach.exercises.base"),
 ])
 def test_contracts_fail_on_a_tie_against_the_layers(tmp_path, module, line, named):
     parent = _copy_package(tmp_path)

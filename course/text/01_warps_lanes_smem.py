@@ -50,11 +50,12 @@ print(backends.describe())
 #
 # <details><summary>Which GPU runs which instruction</summary>
 #
-# | instruction | needs |
-# | --- | --- |
-# | `ldmatrix`, `movmatrix` | sm_75 (Turing) or newer |
-# | `mma.sync.m16n8k16` | sm_80 (Ampere) or newer |
-# | `stmatrix` | sm_90 (Hopper) or newer |
+# | instruction | target (GPU) | PTX ISA version |
+# | --- | --- | --- |
+# | `ldmatrix` | sm_75 (Turing) or newer | 6.5 |
+# | `movmatrix` | sm_75 (Turing) or newer | 7.8 (CUDA 11.8) |
+# | `mma.sync.m16n8k16` | sm_80 (Ampere) or newer | 7.0 |
+# | `stmatrix` | sm_90 (Hopper) or newer | 7.8 (CUDA 11.8) |
 #
 # On an older GPU, a kernel that needs a newer instruction falls back to the CPU model instead
 # of failing.
@@ -199,19 +200,33 @@ widgets.BankView(row_bytes=128, num=1)
 # %% [markdown]
 # ## Exercise 4 · spot the bug
 #
-# A published `ldmatrix` example is launched like this:
+# A published `ldmatrix` example (a reprint of a blog post; other copies of it read
+# `<<<1, 32>>>`) is launched like this:
 #
 # ```c++
 # ldmatrix<<<132>>>(d_value);
 # ```
 #
-# and its kernel computes each lane's row address from `threadIdx.x`. What is wrong?
+# and its kernel computes each lane's row address from `threadIdx.x`. nvcc compiles it: the
+# block size is left out, and nvcc fills in 1. What is wrong?
 #
 # **a)** nothing, 132 threads are fine for a warp instruction
 # **b)** it should be 132 threads per block to use every SM of an H100
-# **c)** the launch gives no block size; it should be `<<<1, 32>>>`, one warp whose 32 lanes
-# supply the row addresses
+# **c)** the launch is 132 blocks of **one** thread; it should be `<<<1, 32>>>`, one warp
+# whose 32 lanes supply the row addresses
 # **d)** it faults because 132 is not a multiple of 32
+#
+# <details><summary>What nvcc makes of <code>&lt;&lt;&lt;132&gt;&gt;&gt;</code></summary>
+#
+# nvcc rewrites a launch into a call of `__cudaPushCallConfiguration(grid, block, shared,
+# stream)` with the arguments between the angle brackets, and that function declares
+# `dim3 blockDim = 1`. So `<<<132>>>` is `<<<132, 1>>>`: 132 blocks of one thread
+# (`nvcc -cuda` shows the rewrite; `scripts/probe_launch_config.py` runs it and prints the
+# `gridDim` and `blockDim` the kernel sees). Each block's warp then has a single lane:
+# `ldmatrix` is `.sync.aligned`, an instruction of all 32 lanes of a warp, and the 31 row
+# addresses and fragments the kernel expects from lanes 1-31 do not exist. The PTX ISA leaves
+# such an execution undefined; it is no launch error, so nothing reports it.
+# </details>
 
 # %% solution id=launch_132
 def launch_132_answer():

@@ -41,9 +41,10 @@ print(backends.describe())
 #
 # <details><summary>Older GPUs and the ignored lanes</summary>
 #
-# On sm_75 the ignored lanes' addresses must still be valid shared addresses; copying the lower
+# PTX compiled for `.target sm_75` or below (the target named at compile time, not the GPU
+# that runs it) must give the ignored lanes valid shared addresses too; copying the lower
 # lanes' addresses (`lane % 8` for `.x1`, `lane % 16` for `.x2`) is the usual trick, and it is
-# harmless on newer GPUs.
+# harmless for every target.
 # </details>
 
 # %%
@@ -155,12 +156,13 @@ ex.side_by_side_rows.grade(side_by_side_rows, hidden=True)
 # `mma.sync.aligned.m16n8k16` multiplies a 16x16 A by a 16x8 B. A lives in four registers per
 # lane, and each register is one 8x8 block in the `ldmatrix` layout: `a0` the upper-left
 # block, `a1` the **lower-left**, `a2` the upper-right, `a3` the lower-right. So one
-# `ldmatrix.x4` loads A, provided lanes 8i..8i+7 point at the rows of block `i`. Hover the
-# cells to see each lane's register and half.
+# `ldmatrix.x4` loads A, provided lanes 8i..8i+7 point at the rows of block `i`. Each cell
+# names the lane holding it; thick lines part the blocks, and the key beside the map names
+# each block's register. Hover the cells to see each lane's register and half.
 
 # %%
 form = layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32")
-render.fragment_map_html(form.a, titles=["A (16x16): lane / register.half"])
+render.fragment_map_html(form.a, titles=["A (16x16): the lane holding each element"])
 
 # %% [markdown]
 # ## Exercise 3 · row addresses of A
@@ -253,7 +255,9 @@ ex.a_operand_kernel.grade(A_KERNEL, hidden=True)
 # %% [markdown]
 # ## Exercise 6 · spot the bug
 #
-# A blog post wraps the instruction like this and calls it to load **two** matrices, with
+# A blog post wraps the `.x4` instruction in a function it names `..._x2` (a slip in the name
+# only: its kernel sets up all 32 row addresses and reads four registers, so it works).
+# Suppose a reader trusts the name and calls the wrapper to load **two** matrices, with
 # lanes 16-31 holding addresses nobody set up:
 #
 # ```c++

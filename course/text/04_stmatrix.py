@@ -42,9 +42,9 @@ print(backends.describe())
 #
 # <details><summary>Why, and what the compiler says</summary>
 #
-# `ldmatrix` and `movmatrix` arrived with Turing (sm_75), `mma.m16n8k16` with Ampere (sm_80),
-# but `stmatrix` only with Hopper. Compiling a kernel that uses it for an sm_80 target (an
-# A100; an RTX 30xx, sm_86, alike) stops in the PTX assembler with
+# `ldmatrix` and `movmatrix` compile for Turing (sm_75) and newer, `mma.m16n8k16` for Ampere
+# (sm_80), but `stmatrix` only for Hopper (sm_90). Compiling a kernel that uses it for an sm_80
+# target (an A100; an RTX 30xx, sm_86, alike) stops in the PTX assembler with
 #
 # ```
 # error   : Feature 'stmatrix' requires .target sm_90 or higher
@@ -348,7 +348,9 @@ for label, byte_addr in (("s_d + lane / 4", 2 * (lanes // 4)),
 # * `.trans` writes every 8x8 block turned around, so a row-major fragment lands column-major.
 # * The f16 accumulator of m16n8k16 is two stacked 8x8 blocks: `stmatrix.x2` with lanes 0-15
 #   pointing at rows 0-15 stores it; `.x2.trans` with 16-byte steps stores it column-major.
-# * Two lanes addressing one row is undefined; every row address must be 16-byte aligned.
+# * Two lanes giving one row address: the PTX ISA does not say which row is stored there, so
+#   the CPU model refuses it (`UndefinedResult`) rather than copy what one GPU happens to do.
+#   Every row address must be 16-byte aligned.
 # * `stmatrix` needs sm_90. On an older GPU the kernel does not compile for that GPU; the
 #   course then runs it on the CPU model and says so.
 

@@ -11,8 +11,9 @@
 # layout. No shared memory is touched: the warp's lanes swap halves among themselves.
 #
 # The form is fixed: one matrix, `m8n8`, `.b16`, and `.trans` is the only (mandatory)
-# qualifier. It is warp-collective like `ldmatrix` (all 32 lanes, converged) and has been there
-# since Turing (sm_75).
+# qualifier. It is warp-collective like `ldmatrix` (all 32 lanes, converged). It came with PTX
+# ISA 7.8 (CUDA 11.8), years after Turing, but it needs only an sm_75 target: ptxas refuses it
+# in a module of `.version 7.7` or older, and compiles it for sm_75 and newer.
 #
 # Because the layout is the same before and after, lane `t` ends up with row `t // 4` of Aᵀ,
 # which is *column* `t // 4` of A: elements `A[2(t % 4)][t // 4]` and `A[2(t % 4) + 1][t // 4]`.

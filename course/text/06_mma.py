@@ -48,7 +48,10 @@ ex.variants_html()
 #
 # * **A** (16 x 16) is four such blocks, one per register, in the order upper-left,
 #   **lower-left**, upper-right, lower-right: `a0` rows 0-7/k 0-7, `a1` rows 8-15/k 0-7, `a2`
-#   rows 0-7/k 8-15, `a3` rows 8-15/k 8-15 (notebook 2).
+#   rows 0-7/k 8-15, `a3` rows 8-15/k 8-15 (notebook 2). Here `a0..a3` name the four
+#   **registers**, as in the instruction's operand list. The PTX ISA's fragment figures name
+#   the **elements** instead: `a0..a7`, two per register, so its `a0, a1` are the two halves
+#   of register `a0` here, its `a2, a3` those of `a1`, and so on.
 # * **B** (16 x 8, `k` by `n`) is handed out by **columns**: group `g` holds column `n = g`,
 #   lane `t` the pair `k = 2t, 2t + 1`; `b1` continues at `k + 8` (notebook 3).
 # * **C and D** (16 x 8): with f32 accumulators each lane holds four single floats: `d0, d1`
@@ -244,10 +247,14 @@ print(ex.formats_table([1 / 3, 300.7, 2049, 70000.0, 1e-6, 1 + 2**-11 + 2**-12])
 # %% [markdown]
 # ### tf32: thirteen bits the tensor core does not read
 #
-# A tf32 operand is a 32-bit register holding an f32 bit pattern. The tensor core reads its
-# upper 19 bits and **ignores the low 13**: nothing is rounded, the extra mantissa bits are
-# simply dropped. If you want rounding, convert first with `cvt.rna.tf32.f32` (round to
-# nearest, ties away from zero), which leaves a pattern whose low 13 bits are zero.
+# A tf32 operand is a 32-bit register. The PTX ISA promises only what a tf32 *value* is (f32's
+# range, at least 10 mantissa bits, its layout in the register implementation-defined) and
+# that `cvt.rna.tf32.f32` makes one; what an `mma` makes of an arbitrary f32 pattern it does
+# not say. What the H100 does, measured with random low bits
+# (`reports/hardware/MMA_ROUNDING.md`, 2026-11-24): it reads the upper 19 bits and **ignores
+# the low 13**: nothing is rounded, the extra mantissa bits are simply dropped. Code that wants
+# defined, rounded inputs converts first with `cvt.rna.tf32.f32` (round to nearest, ties away
+# from zero), which leaves a pattern whose low 13 bits are zero.
 #
 # The kernel below multiplies a 16x8 A by the 8x8 identity, so D is A as the tensor core read
 # it, once with the raw f32 patterns and once rounded with `cvt.rna` first.
@@ -299,8 +306,8 @@ render.side_by_side(*views)
 # ## Exercise 3 · what a tf32 operand is worth
 #
 # Write `tf32_operand(bits)`: given the 32-bit pattern in an A or B register of a tf32 `mma`,
-# return the f32 pattern the tensor core actually computes with. (The check compares with the
-# emulator, which models the tensor core.)
+# return the f32 pattern the H100's tensor core actually computes with. (The check compares
+# with the emulator, which models the H100.)
 
 # %% solution id=tf32_operand
 def tf32_operand(bits):
@@ -511,7 +518,11 @@ ex.b_pair_table(b_pair_rows, j=1, n_cols=32, base=0, stride=64)
 #   `ldmatrix.x2.trans`.
 # * C and D are 16x8 row-major f32 arrays in global memory: read your `rc[0..3]` from `c` and
 #   store `rd[0..3]` to `d` at the accumulator positions (Exercise 1).
-# * f32 D does not fit `stmatrix` (16-bit elements), so store it with plain stores.
+# * Store D with plain stores here: `stmatrix` moves 16-bit elements, so an f32 D goes through
+#   it only as pairs of 16-bit halves (one 32-bit register per element, a row of 8 halves is 4
+#   floats), and the rows then land in shared memory in an order that takes a second pass to
+#   undo. The capstone's f32 epilogue does exactly that (`kernels/capstone/gemm.cu`); for one
+#   tile, direct stores are simpler.
 #
 # The wrappers of `ldmatrix.cuh` and `mma.cuh` are included; writing the `asm` yourself is
 # fine too. The check runs the kernel and compares every element of D with the emulator;

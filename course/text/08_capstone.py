@@ -283,15 +283,17 @@ capstone.check_kernels()
 # `cupy.ascontiguousarray(a.T)`. Without one, it shows the committed H100 report instead and
 # says so, with CUTLASS's own `mma.sync` GEMM beside ours.
 #
-# On the H100 (`reports/capstone/REPORT.md`, 2026-11-24) the transpose runs at 93-95% of copy
-# bandwidth. The GEMM reaches 426-435 TFLOP/s at 4096³-8192³: 0.65-0.66 of the `mma.sync`
-# ceiling (657 TFLOP/s, registers only), level with CUTLASS's `mma.sync` GEMM (421-429, the best
-# of a 12-configuration sweep), and about two thirds of cuBLAS (632-637).
+# On the H100 (`reports/capstone/REPORT.md`, 2026-11-24) the transpose runs at 93-96% of copy
+# bandwidth from 4096² up (at 2048², 8 MiB of data, only 15%). The GEMM reaches 426-435
+# TFLOP/s at 4096³-8192³: 0.65-0.66 of the `mma.sync` ceiling (657 TFLOP/s, registers only),
+# level with CUTLASS's `mma.sync` GEMM (421-429, the best of a 12-configuration sweep), and
+# about two thirds of cuBLAS (632-637).
 #
 # <details><summary>What limits an mma.sync GEMM on this GPU</summary>
 #
-# Every GEMM of the report, ours, CUTLASS's and cuBLAS's, ran at the board's power limit
-# (about 700 W), the SM clock held at 1.3-1.6 GHz, while the ceiling ran at 1.83 GHz. Nsight
+# At 8192³, the size where the report records board power, every GEMM, ours, CUTLASS's and
+# cuBLAS's, ran at the board's power limit (about 690 W, the limit named in every sample), the
+# SM clock held at 1.3-1.6 GHz, while the ceiling ran at 1.83 GHz. Nsight
 # Compute puts our tensor pipe 84% busy and CUTLASS's 85%, both at 0.25 `ldmatrix` per `mma`;
 # shared memory, L2 and DRAM are not the limit, and there are no bank conflicts. At that clock
 # 80% of the ceiling would need the tensor pipe 95% busy or more, more than any `mma.sync` kernel
@@ -304,8 +306,9 @@ capstone.check_kernels()
 # (`nvjet_sm90_hsh_256x128_...`, `reports/capstone/CUBLAS_NCU.md`) counts 2.1 million
 # tensor-pipe instructions for the product's 1.37·10¹¹ flops: 65,536 flops each, sixteen times
 # an `mma.sync.m16n8k16` (4,096 per warp), which would need 33.5 million. Those are `wgmma`
-# instructions, Hopper's warpgroup MMA: four warps together multiply a 64-row tile, reading A
-# and B straight from shared memory (no `ldmatrix`, no registers for the operands). Its blocks
+# instructions, Hopper's warpgroup MMA: four warps together multiply a 64-row tile, reading B
+# straight from shared memory and A from shared memory or from registers (no `ldmatrix` for
+# an operand in shared memory). Its blocks
 # of 384 threads are three warpgroups: in Hopper's usual design two multiply while the third
 # brings the next tiles in with the tensor memory accelerator. This course's instructions stop
 # at `mma.sync`; `wgmma` is where Hopper's full speed is.
@@ -331,8 +334,9 @@ capstone.performance()
 # capstone's 64x64 warp tile issues eight for thirty-two, a quarter per mma, because each A
 # fragment serves eight n8 tiles and each B fragment four m16 tiles. An SM's shared memory
 # delivers 128 bytes a cycle, so an `ldmatrix.x4` (512 bytes) takes it 4 cycles, while the
-# SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (662 TFLOP/s over 132 SMs at
-# 1.83 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of the ceiling.
+# SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (the 657 TFLOP/s ceiling over
+# 132 SMs at 1.83 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of
+# the ceiling.
 # The 64x64 block tile also reads 2.7 times as many bytes of A and B from L2 per flop as the
 # capstone's 128x256.
 # </details>

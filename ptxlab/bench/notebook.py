@@ -376,7 +376,7 @@ def performance(*, fresh: bool | None = None, gemm_sizes=(2048, 4096),
     """Performance of the capstone kernels: measured now when a GPU that runs them is here
     (``fresh=None``: decide automatically), else, and always while the grader runs the notebook,
     the committed H100 report, labelled so."""
-    from ..teach.exercises.base import graded_outside
+    from ..teach.graded import graded_outside
     from .cli import gpu_problem
 
     if fresh is False:
@@ -525,7 +525,7 @@ def time_my_gemm(k_loop_source: str, sizes=(2048, 4096), *, warps_m: int = 4,
     float64 product on this notebook's backend, then, with a GPU, timed at ``sizes`` beside our
     GEMM and cuBLAS measured now, and CUTLASS's GEMM and the ceiling from the committed report.
     Without a GPU it is checked but not timed; while the grader runs the notebook, neither."""
-    from ..teach.exercises.base import graded_outside
+    from ..teach.graded import graded_outside
     from . import learner_gemm
     from .cli import gpu_problem
 

@@ -47,7 +47,7 @@ from . import verdicts
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
 from .launch_services import shutdown_launch_services
 from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV, read_launch_log
-from ..teach.exercises.base import GRADED_BY_GRADER_ENV
+from ..teach.graded import GRADED_BY_GRADER_ENV
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
            "effective_launch_timeout", "BACKEND_NOTE_TAG"]

@@ -22,7 +22,7 @@ from traitlets import Bool, Float, Integer, List, Unicode
 from . import sandbox
 from .launch_services import service_socket, wants_service
 from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV
-from ..teach.exercises.base import GRADED_BY_GRADER_ENV
+from ..teach.graded import GRADED_BY_GRADER_ENV
 
 __all__ = ["SandboxedKernelManager", "effective_launch_timeout", "sandbox_env"]
 

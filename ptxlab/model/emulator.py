@@ -17,7 +17,8 @@ Arithmetic of ``mma`` (measured against the H100, see ``reports/hardware/REPORT.
   then rounded once (toward zero into f32, to nearest into f16). This is not IEEE
   round-to-nearest after every addition, and it matches the H100 bit for bit.
 * tf32 operands: only the upper 19 bits of each 32-bit register are used (the low 13 mantissa
-  bits are ignored), as the tensor core reads them.
+  bits are ignored), as the H100's tensor core reads them; the PTX ISA leaves what mma makes
+  of a pattern that is not a tf32 value unsaid.
 """
 from __future__ import annotations
 
@@ -147,8 +148,8 @@ def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str,
                    rows_per_matrix: int = 8) -> np.ndarray:
     """The ``(W, rows_per_matrix*num)`` row addresses that the instruction uses, validated.
 
-    Lanes at or above that count are ignored, as on sm_90 (on sm_75 they must still be valid:
-    see :func:`ptxlab.model.layouts.address_role`).
+    Lanes at or above that count are ignored, as for targets above sm_75 (for ``.target sm_75``
+    they must still be valid: see :func:`ptxlab.model.layouts.address_role`).
     """
     per = rows_per_matrix
     rows = addrs[:, : per * num]
@@ -312,8 +313,8 @@ def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *
         addr = int(srt[w, i])
         lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
         raise UndefinedResult(
-            f"stmatrix lanes {lanes} all store a row at address {addr}; which one wins is "
-            "undefined", lane=lanes[1], warp=w if batched else None, address=addr)
+            f"stmatrix lanes {lanes} all store a row at address {addr}; the PTX ISA does not "
+            "say which of them is stored", lane=lanes[1], warp=w if batched else None, address=addr)
     # The layout already places each register element at its (row, col) in memory, .trans
     # included, so row j of the result is the row whose address lane j gave.
     lay = layouts.stmatrix_fragment(num, trans)

@@ -146,9 +146,9 @@ def row_address_lanes(num: int) -> np.ndarray:
 def address_role(lane: int, num: int) -> tuple[int, int] | None:
     """``(matrix, row)`` whose start address ``lane`` supplies, or ``None`` if it is ignored.
 
-    With ``.x1`` only lanes 0-7 supply addresses and with ``.x2`` lanes 0-15. On sm_75 and
-    older the PTX ISA still requires the other lanes to hold valid addresses (copy the lower
-    ones up); the emulator models sm_90, where they are ignored.
+    With ``.x1`` only lanes 0-7 supply addresses and with ``.x2`` lanes 0-15. For ``.target
+    sm_75`` or below the PTX ISA still requires the other lanes to hold valid addresses (copy
+    the lower ones up); the emulator models newer targets, where they are ignored.
     """
     _check_num(num)
     if not 0 <= lane < WARP_SIZE:

@@ -165,7 +165,7 @@ def random_row_addresses(rng: np.random.Generator, cases: int, num: int,
                          smem_bytes: int) -> np.ndarray:
     """``(cases, 32)`` uint32 byte offsets: ``8*num`` distinct 16-byte-aligned rows per case,
     anywhere in the buffer, in random order. Lanes an ``.x1``/``.x2`` form ignores repeat the
-    lower lanes' addresses (the portable idiom the PTX ISA gives for sm_75).
+    lower lanes' addresses (the portable idiom the PTX ISA gives for ``.target sm_75``).
     """
     slots = smem_bytes // ROW
     used = 8 * num

@@ -246,6 +246,8 @@ class AddressTask:
     args: tuple
     trans: bool = False
     label: str = ""
+    #: The instruction the addresses are for: what the PTX ISA allows in ignored lanes differs.
+    instruction: str = "ldmatrix"
 
     @property
     def tile(self) -> Tile:
@@ -419,10 +421,11 @@ def _one_address_case(fn: Callable, task: AddressTask, name: str,
                                                      or not task.tile.base <= lv.values[l] < task.tile.end)]
     if not wrong:
         msg = f"all {n_active} row addresses right ({task.describe()})"
-        if ignored_bad:
-            advice.append(f"note: lanes {_lanes_text(ignored_bad)} are ignored by .x{task.num} "
-                          "on sm_80 and newer, but sm_75 and older need every lane to hold a valid "
-                          "address; the usual fix is to repeat the lower lanes' addresses")
+        if ignored_bad and task.instruction == "ldmatrix":
+            advice.append(f"note: lanes {_lanes_text(ignored_bad)} are ignored by .x{task.num}, "
+                          "but code compiled for .target sm_75 or lower must give every lane a "
+                          "valid address (PTX ISA); the usual fix is to repeat the lower lanes' "
+                          "addresses")
         if lv.float_seen:
             advice.append("note: your function returns floats; use // so it returns integers")
         return CheckResult(name, True, 1.0, msg, advice=advice)

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from ..run import sources
-from .progress import progress_file, text_report
+from .progress_report import text_report
+from .progress_store import progress_file
 
 __all__ = ["add_arguments", "run"]
 

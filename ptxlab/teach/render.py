@@ -19,7 +19,8 @@ __all__ = [
     "Html", "lane_color", "matrix_html", "fragment_map_html", "lane_registers_html",
     "address_table_html", "registers_html", "smem_rows_html", "bank_table_html", "side_by_side",
     "legend_html", "escape", "row_flow_svg", "fit", "table_px", "FIT_PX", "movmatrix_svg",
-    "mma_fragments_svg",
+    "mma_fragments_svg", "register_blocks_html", "register_prefix", "collapsible", "text_px",
+    "wrap_px",
 ]
 
 #: A wrong cell: red stripes, a fill no lane has (lane colours are plain and keep clear of
@@ -167,6 +168,14 @@ def side_by_side(*parts: str, gap: int = 14) -> Html:
     return Html(f'<div style="display:flex;flex-wrap:wrap;align-items:flex-start">{cells}</div>')
 
 
+def collapsible(summary: str, body: str, *, opened: bool = False) -> Html:
+    """``body`` under a line that opens and closes it (an HTML ``<details>``, which JupyterLab,
+    nbconvert exports and browsers all draw without script)."""
+    return Html(f'<details{" open" if opened else ""} style="margin:2px 0 6px 0">'
+                f'<summary style="cursor:pointer;font-size:12px;font-weight:600">'
+                f'{escape(summary)}</summary>{body}</details>')
+
+
 def legend_html(lanes: Iterable[int] = range(32), *, wrong: bool = True) -> Html:
     """A strip of lane colours, so a picture can be read without hovering, and the look of a
     wrong cell."""
@@ -201,6 +210,7 @@ def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | No
     lanes, text = _layout_grids(layout, "lane" if label == "lane" else "full")
     # Several matrices: two to a row (an .x4 map as a 2x2 block, not a column of four).
     budget = FIT_PX // 2 - 20 if layout.matrices > 1 else FIT_PX
+    blocks = _has_register_blocks(layout)
     parts = []
     for m in range(layout.matrices):
         title = titles[m] if titles else (f"matrix {m}" if layout.matrices > 1 else layout.name)
@@ -211,14 +221,59 @@ def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | No
                 tips[r, c] = f"reg {rg}, element {el} ({row_label} {r}, {col_label} {c})"
         parts.append(fit(_text_grid(text[m], lanes[m], title=title, selected_lane=selected_lane,
                                 wrong=None if wrong is None else wrong[m], tooltips=tips,
-                                row_label=row_label, col_label=col_label),
+                                row_label=row_label, col_label=col_label, block_edges=blocks),
                          layout.cols, max(len(str(t)) for t in text[m].flat), budget=budget))
+    if blocks:
+        parts.append(register_blocks_html(layout, row_label=row_label, col_label=col_label))
     return side_by_side(*parts)
+
+
+#: Rows and columns of the blocks a fragment is made of (one 8x8 matrix of ldmatrix each).
+BLOCK = 8
+
+
+def _has_register_blocks(layout: layouts.FragmentLayout) -> bool:
+    """One matrix larger than 8x8 held in several registers (an mma operand): its 8x8 blocks
+    are what ldmatrix loads, one register each, and their order is part of the layout."""
+    return (layout.matrices == 1 and layout.regs > 1 and layout.rows % BLOCK == 0
+            and layout.cols % BLOCK == 0 and (layout.rows > BLOCK or layout.cols > BLOCK))
+
+
+def register_prefix(layout: layouts.FragmentLayout) -> str:
+    """How the instruction names the registers of ``layout``: ``a`` for mma's A operand
+    (``a0, a1, ...``), ``b``, ``c``, ``d`` likewise, ``r`` for anything else."""
+    parts = layout.name.split(".")
+    return parts[1].lower() if len(parts) > 1 and parts[1] in ("A", "B", "C", "D") else "r"
+
+
+def register_blocks_html(layout: layouts.FragmentLayout, *, row_label: str = "row",
+                         col_label: str = "col") -> Html:
+    """A key to a fragment map: which register holds each 8x8 block, drawn where the block
+    sits (for mma's A: ``a0`` upper left, ``a1`` lower left, ``a2`` upper right, ``a3`` lower
+    right)."""
+    regs = layout.owners[0, ..., 1]
+    name = register_prefix(layout)
+    out = [f'<table style="{_TABLE}">', _caption("8x8 blocks: register"), "<tr>",
+           _th(f"{row_label}\\{col_label}")]
+    out += [_th(f"{c0}-{c0 + BLOCK - 1}") for c0 in range(0, layout.cols, BLOCK)]
+    out.append("</tr>")
+    for r0 in range(0, layout.rows, BLOCK):
+        out.append(f"<tr>{_th(f'{r0}-{r0 + BLOCK - 1}')}")
+        for c0 in range(0, layout.cols, BLOCK):
+            held = sorted({int(x) for x in regs[r0:r0 + BLOCK, c0:c0 + BLOCK].flat})
+            out.append(_td(", ".join(f"{name}{x}" for x in held), bold=True,
+                           title=f"{row_label}s {r0}-{r0 + BLOCK - 1}, {col_label}s "
+                                 f"{c0}-{c0 + BLOCK - 1}: register(s) "
+                                 + ", ".join(f"{name}{x}" for x in held),
+                           extra=";padding:6px 10px"))
+        out.append("</tr>")
+    out.append("</table>")
+    return Html("".join(out))
 
 
 def _text_grid(text: np.ndarray, lanes: np.ndarray, *, title: str, selected_lane: int | None,
                wrong: np.ndarray | None, tooltips: np.ndarray, row_label: str,
-               col_label: str) -> str:
+               col_label: str, block_edges: bool = False) -> str:
     rows, cols = text.shape
     out = [f'<table style="{_TABLE}">', _caption(title), "<tr>", _th(f"{row_label}\\{col_label}")]
     out += [_th(c) for c in range(cols)]
@@ -235,8 +290,12 @@ def _text_grid(text: np.ndarray, lanes: np.ndarray, *, title: str, selected_lane
                     bg = "#f7f7f7"
             if wrong is not None and bool(wrong[r, c]):
                 bg, border = WRONG_BG, WRONG_BORDER
+            # thick lines part the 8x8 blocks (one register each) of an mma operand
+            edge = ((";border-top:3px solid #333" if block_edges and r and r % BLOCK == 0 else "")
+                    + (";border-left:3px solid #333" if block_edges and c and c % BLOCK == 0
+                       else ""))
             out.append(_td(text[r, c], bg=bg, border=border, title=f"lane {lane}, {tooltips[r, c]}",
-                           bold=border == "#000"))
+                           bold=border == "#000", extra=edge))
         out.append("</tr>")
     out.append("</table>")
     return "".join(out)
@@ -469,23 +528,33 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
         outlined_give = {int(row)}
         outlined_take = set(frag.lanes_holding_row(int(row) // 8, int(row) % 8))
     pitch, box, top = 15, 12, 34
-    x_give, x_row, x_recv = 10, 250, 520
     n_rows = 8 * num
+    labels = [f"matrix {i // 8} row {i % 8}" + (f" @ {int(addresses[i])}" if addresses is not None
+                                                else "") for i in range(n_rows)]
+    loads = instruction == "ldmatrix"
+    head_give, head_row = "lane gives a row address", "shared-memory row (16 B)"
+    head_recv = "lanes receive it" if loads else "lanes it comes from"
+    head_regs = f"(register = matrix{', one column each' if trans else ''})"
+    # Every box and column as wide as its longest label, so no text is cut off.
+    row_w = max(130, max(text_px(t) for t in labels) + 10)
+    x_give = 10
+    x_row = max(250, x_give + text_px(head_give, bold=True) + 20)
+    x_recv = x_row + row_w + 140
+    width = int(max(x_recv + 60, x_row - 20 + text_px(head_row, bold=True),
+                    x_recv - 40 + max(text_px(head_recv, bold=True), text_px(head_regs)))) + 10
     row_pitch = (32 * pitch) / n_rows
     note = _row_flow_note(frag, lane, row, instruction)
-    height = top + 32 * pitch + 10 + (18 if note else 0)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="600" height="{height}" '
-           'font-family="sans-serif" font-size="11">',
+    note_lines = wrap_px(note, width - x_give - 10, bold=True) if note else []
+    height = top + 32 * pitch + 10 + 16 * len(note_lines) + (4 if note_lines else 0)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
            '<defs><pattern id="wrong" width="6" height="6" patternUnits="userSpaceOnUse" '
            'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
            '<rect width="3" height="6" fill="#ff9c9c"/></pattern></defs>']
-    loads = instruction == "ldmatrix"
-    out.append(f'<text x="{x_give}" y="12" font-weight="600">lane gives a row address</text>')
-    out.append(f'<text x="{x_row - 20}" y="12" font-weight="600">shared-memory row (16 B)</text>')
-    out.append(f'<text x="{x_recv - 40}" y="12" font-weight="600">'
-               f'{"lanes receive it" if loads else "lanes it comes from"}</text>')
-    out.append(f'<text x="{x_recv - 40}" y="25" fill="#555">(register = matrix'
-               f'{", one column each" if trans else ""})</text>')
+    out.append(f'<text x="{x_give}" y="12" font-weight="600">{head_give}</text>')
+    out.append(f'<text x="{x_row - 20}" y="12" font-weight="600">{head_row}</text>')
+    out.append(f'<text x="{x_recv - 40}" y="12" font-weight="600">{head_recv}</text>')
+    out.append(f'<text x="{x_recv - 40}" y="25" fill="#555">{escape(head_regs)}</text>')
 
     def lane_y(t: int) -> float:
         return top + t * pitch + box / 2
@@ -509,14 +578,12 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
         lines = [f'<line x1="{x_give + 48}" y1="{lane_y(giver)}" x2="{x_row}" '
                  f'y2="{row_y(i)}" stroke="{colour}" stroke-width="{width}"/>']
         for t in frag.lanes_holding_row(m, r):
-            lines.append(f'<line x1="{x_row + 130}" y1="{row_y(i)}" x2="{x_recv}" '
+            lines.append(f'<line x1="{x_row + row_w}" y1="{row_y(i)}" x2="{x_recv}" '
                          f'y2="{lane_y(t)}" stroke="{colour}" stroke-width="{width}" '
                          'stroke-opacity="0.8"/>')
         (strong if related and picked else out).extend(lines)
-        label = f"matrix {m} row {r}"
-        if addresses is not None:
-            label += f" @ {int(addresses[giver])}"
-        out.append(f'<rect x="{x_row}" y="{row_y(i) - row_pitch / 2 + 1}" width="130" '
+        label = labels[i]
+        out.append(f'<rect x="{x_row}" y="{row_y(i) - row_pitch / 2 + 1}" width="{row_w}" '
                    f'height="{row_pitch - 2}" rx="2" fill="{lane_color(giver) if related else "#f4f4f4"}" '
                    f'stroke="#999"><title>{escape(label)}, address from lane {giver}</title></rect>')
         out.append(f'<text x="{x_row + 4}" y="{row_y(i) + 4}">{escape(label)}</text>')
@@ -540,10 +607,28 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
         out.append(f'<rect x="{x_recv}" y="{top + t * pitch}" width="48" height="{box}" rx="2" '
                    f'fill="{lane_color(t)}" stroke="{"#000" if t in outlined_take else "#999"}"/>')
         out.append(f'<text x="{x_recv + 4}" y="{top + t * pitch + 10}">lane {t}</text>')
-    if note:
-        out.append(_svg_text(x_give, top + 32 * pitch + 20, note, font_weight="600"))
+    for k, line in enumerate(note_lines):
+        out.append(_svg_text(x_give, top + 32 * pitch + 20 + 16 * k, line, font_weight="600"))
     out.append("</svg>")
     return Html("".join(out))
+
+
+def text_px(text: str, size: float = 11, *, bold: bool = False) -> float:
+    """About how wide ``text`` is drawn in a sans-serif font of ``size`` px: an upper bound for
+    digits and lower-case letters (0.62 em, bold 0.68 em), so a picture sized with it keeps its
+    labels inside."""
+    return len(str(text)) * size * (0.68 if bold else 0.62)
+
+
+def wrap_px(text: str, px: float, size: float = 11, *, bold: bool = False) -> list[str]:
+    """``text`` broken at spaces into lines of at most ``px`` pixels (see :func:`text_px`)."""
+    lines: list[str] = []
+    for word in str(text).split(" "):
+        if lines and text_px(lines[-1] + " " + word, size, bold=bold) <= px:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 def _row_flow_note(frag: layouts.FragmentLayout, lane: int | None, row: int | None,

@@ -88,7 +88,51 @@ def _widgets():
     return ipywidgets
 
 
-class AddressTable:
+class _StaticFallback:
+    """A view shown as two outputs: its controls (a widget) and its picture (plain HTML, which
+    the controls redraw in place). Where widgets do not run, in an exported notebook (nbconvert
+    HTML, nbgrader's feedback) or a file reopened without its kernel, the picture still shows,
+    as it was last drawn, and the controls say in one line where they run. A subclass builds
+    ``self.controls``, draws in ``refresh()`` and ends it with ``self._redrawn()``."""
+
+    controls: object
+
+    def static_html(self) -> str:
+        """The picture as it is drawn now (status line included)."""
+        raise NotImplementedError
+
+    def settings(self) -> str:
+        """The controls' values in words, for where the controls cannot be drawn."""
+        return ""
+
+    @property
+    def widget(self):
+        """The controls (the ipywidgets box), for code that places the view in its own layout."""
+        return self.controls
+
+    def _picture(self):
+        from IPython.display import HTML
+
+        return HTML(self.static_html())
+
+    def _redrawn(self) -> None:
+        for handle in getattr(self, "_handles", []):
+            handle.update(self._picture())
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        bundle = self.controls._repr_mimebundle_()
+        data = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
+        settings = self.settings()
+        data["text/plain"] = (f"({type(self).__name__}{': ' + settings if settings else ''}; "
+                              "its controls run in JupyterLab)")
+        display(data, raw=True)
+        self.__dict__.setdefault("_handles", []).append(
+            display(self._picture(), display_id=True))
+
+
+class AddressTable(_StaticFallback):
     """Per-lane row addresses of ldmatrix/stmatrix for a tile in shared memory.
 
     Pick ``.num``, ``.trans``, the tile's base and row stride, and an arrangement; type a formula
@@ -125,10 +169,10 @@ class AddressTable:
         for ctl in (self.arrangement, self.num, self.trans, self.base, self.stride, self.formula):
             ctl.observe(self._on_change, names="value")
         self._sync_fixed()
-        self.widget = w.VBox([
+        self.controls = w.VBox([
             w.HBox([self.arrangement, self.trans]),
             w.HBox([self.num, self.base, self.stride]),
-            self.formula, self.status, self.output,
+            self.formula,
         ])
         self.refresh()
 
@@ -247,12 +291,23 @@ class AddressTable:
                                    wrong_lanes=wrong,
                                    wrong_targets={r["lane"]: tuple(r["points_at"]) for r in rows
                                                   if "points_at" in r})
-        # The picture says who gives and who receives each row; the table, lane by lane, what
-        # a formula got right, so it comes with a formula.
-        parts = [flow] + ([table] if any("yours" in r for r in rows) else [])
+        # The picture says who gives and who receives each row; with a formula, the lanes it
+        # got wrong beside it. The whole lane table and shared memory are a click away, so
+        # the view stays about one screen tall.
+        parts = [flow]
+        if wrong:
+            parts.append(render.address_table_html(
+                [r for r in rows if r.get("wrong")], title=f"{instr}: the wrong lanes",
+                columns=[("lane", "lane"), ("yours", "yours"), ("address", "right address"),
+                         ("status", "verdict")]))
+        below = []
+        if any("yours" in r for r in rows):
+            below.append(render.collapsible("every lane: address, role, your formula", table))
         if self.show_memory:
-            parts.append(self._memory_picture(rows))
-        self.output.value = render.side_by_side(*parts)
+            below.append(render.collapsible(
+                "shared memory: where each lane's row starts", self._memory_picture(rows)))
+        self.output.value = render.side_by_side(*parts) + "".join(below)
+        self._redrawn()
 
     def _memory_picture(self, rows: list[dict]) -> str:
         tile = self.tile()
@@ -280,9 +335,15 @@ class AddressTable:
     def html(self) -> str:
         return self.output.value
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-        display(self.widget)
+    def settings(self) -> str:
+        src = self.formula.value.strip() or ("your Python function" if self._callable else "")
+        trans = " .trans" if self.trans.value else ""
+        return (f"{self.instruction} .x{self.placement().num}{trans}"
+                f", {self.arrangement.value}, base {int(self.base.value)}, row stride "
+                f"{int(self.stride.value)} B" + (f", address = {src}" if src else ""))
+
+    def static_html(self) -> str:
+        return self.status.value + self.output.value
 
 
 def _call_flexible(fn, names: dict):
@@ -331,7 +392,7 @@ def _fragments() -> dict[str, Callable[..., layouts.FragmentLayout]]:
 FRAGMENTS = _fragments()
 
 
-class FragmentMap:
+class FragmentMap(_StaticFallback):
     """Which lane holds which element, for any instruction the course covers.
 
     Pick the instruction (and ``.num``/``.trans`` or the mma variant), select a lane to see its
@@ -367,11 +428,8 @@ class FragmentMap:
         self.lane_view = w.HTML(layout=w.Layout(flex="0 0 auto"))  # never squeezed by the map
         for ctl in (self.kind, self.num, self.trans, self.mma, self.lane, self.formula):
             ctl.observe(lambda change: self.refresh(), names="value")
-        self.widget = w.VBox([w.HBox([self.kind, self.mma]), w.HBox([self.num, self.trans]),
-                              self.lane, self.formula, self.status,
-                              # the lane's panel goes below a map too wide to share a row
-                              w.HBox([self.output, self.lane_view],
-                                     layout=w.Layout(flex_flow="row wrap"))])
+        self.controls = w.VBox([w.HBox([self.kind, self.mma]), w.HBox([self.num, self.trans]),
+                                self.lane, self.formula])
         self.refresh()
 
     def layout(self) -> layouts.FragmentLayout:
@@ -472,20 +530,30 @@ class FragmentMap:
             lay, lane, coord_names=("matrix",) + names) if lane >= 0 else
             '<i style="font-size:12px">move the lane slider to see one lane\'s registers; '
             "hover a cell for its lane, register and element</i>")
+        self._redrawn()
 
     def html(self) -> str:
         return self.output.value
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-        display(self.widget)
+    def settings(self) -> str:
+        kind = self.kind.value
+        if kind.startswith("mma"):
+            kind += f" of {' '.join(self.mma.value)}"
+        elif kind.startswith("ldmatrix"):
+            kind += f" .x{int(self.num.value)}{' .trans' if self.trans.value else ''}"
+        lane = int(self.lane.value)
+        return kind + (f", lane {lane}" if lane >= 0 else "")
+
+    def static_html(self) -> str:
+        # the lane's panel goes below a map too wide to share a row
+        return self.status.value + render.side_by_side(self.output.value, self.lane_view.value)
 
 
 # ---------------------------------------------------------------------------------------------
 # Bank conflicts
 # ---------------------------------------------------------------------------------------------
 
-class BankView:
+class BankView(_StaticFallback):
     """The banks an ldmatrix touches for a tile of ``row_bytes``-byte rows, with an optional
     swizzle formula over ``row, chunk`` (the 16-byte chunk index) giving the stored chunk."""
 
@@ -508,8 +576,8 @@ class BankView:
         self.output = w.HTML()
         for ctl in (self.row_bytes, self.pad, self.chunk, self.num, self.formula):
             ctl.observe(lambda change: self.refresh(), names="value")
-        self.widget = w.VBox([w.HBox([self.row_bytes, self.pad, self.chunk]), self.num,
-                              self.formula, self.status, self.output])
+        self.controls = w.VBox([w.HBox([self.row_bytes, self.pad, self.chunk]), self.num,
+                                self.formula])
         self.refresh()
 
     def addresses(self) -> tuple[np.ndarray, str]:
@@ -553,13 +621,19 @@ class BankView:
                                                    phases=[l // 8 for l in lanes],
                                                    title="banks touched per lane (red: bank "
                                                    "shared by different words of one matrix)")
+        self._redrawn()
 
     def html(self) -> str:
         return self.output.value
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-        display(self.widget)
+    def settings(self) -> str:
+        src = self.formula.value.strip() or ("your Python function" if self._callable else "")
+        return (f"rows of {int(self.row_bytes.value)} B + {int(self.pad.value)} B padding, "
+                f"column chunk {int(self.chunk.value)}, .x{int(self.num.value)}"
+                + (f", stored chunk = {src}" if src else ""))
+
+    def static_html(self) -> str:
+        return self.status.value + self.output.value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -174,8 +174,7 @@ bank_group = FunctionExercise(
     ),
     hints=("Work with the byte address: row * row_bytes + 16 * chunk.",
            "The 32 banks repeat every 128 bytes; each 16-byte slot of those 128 bytes is one "
-           "group of four banks.",
-           "(row * row_bytes + 16 * chunk) // 16 % 8"),
+           "group of four banks."),
 )
 
 
@@ -371,7 +370,6 @@ swizzled_a_rows = SwizzledAddressExercise(
         "First the plain answer from notebook 2: row = row0 + lane % 16, chunk = col0 // 8 + "
         "lane // 16.",
         "Then move the chunk: it is stored in slot chunk ^ (row % 8) of its row.",
-        "base + row * 128 + (chunk ^ (row % 8)) * 16",
     ),
 )
 
@@ -561,12 +559,14 @@ swizzle = SwizzleExercise(
         (lambda row, chunk, chunks: chunk,
          "this is the naive layout: every chunk stays where it was"),
         (lambda row, chunk, chunks: chunk ^ (row % chunks),
-         "with rows shorter than 128 bytes, one 128-byte line holds several rows: rows r and "
-         "r + chunks start in the same banks. XOR with the number of the 128-byte line, "
-         "(row * chunks // 8) % chunks, not with the row"),
+         "with rows shorter than 128 bytes, one 128-byte line holds 8 // chunks rows, so rows r "
+         "and r + 8 // chunks start in the same banks; XOR-ing with row % chunks still leaves "
+         "rows r and r + 4 of a matrix in the same banks. XOR with the number of the 128-byte "
+         "line, (row * chunks // 8) % chunks, not with the row"),
         (lambda row, chunk, chunks: (chunk + row) % chunks,
          "a rotation by the row works for 128-byte rows, but for shorter rows it repeats every "
-         "`chunks` rows while the banks repeat every 8 // chunks rows per line"),
+         "`chunks` rows while the row starts repeat their banks every 8 // chunks rows: rows r "
+         "and r + 4 of a matrix still land in the same banks"),
     ),
     hints=(
         "For 128-byte rows (8 chunks), chunk ^ (row % 8) works: the eight rows of a matrix read "
@@ -574,8 +574,6 @@ swizzle = SwizzleExercise(
         "slots.",
         "A row of 4 chunks fills half a 128-byte line: rows 2k and 2k+1 share a line and are "
         "already in different banks. Only rows whose (row // 2) differ need moving.",
-        "Swizzle with the line number: for chunks < 8, chunk ^ ((row // (8 // chunks)) % "
-        "chunks); for chunks >= 8, chunk ^ (row % 8).",
     ),
 )
 

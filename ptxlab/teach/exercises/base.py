@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import checks
+from .. import checks, progress_store
+from .. import reveal as _reveal
 from ..checks import AddressTask, CheckResult
+from ..graded import GRADED_BY_GRADER_ENV, graded_outside  # noqa: F401 - the exercises' names
 
 #: Seed of the hidden cases in self-study: fixed, so a learner's result can be reproduced. The
 #: grader draws a fresh seed for every notebook it grades (:func:`grading_seed`).
 HIDDEN_SEED = 20261122
-#: Set in a graded notebook's kernel: verdicts are computed by the grader, outside the notebook,
-#: from the answers it records, so ``check`` and ``grade`` there only say so.
-GRADED_BY_GRADER_ENV = "PTXLAB_GRADED_OUTSIDE"
 
 _SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("ptxlab_hidden_seed",
                                                                   default=None)
@@ -54,11 +52,6 @@ def fresh_rng() -> np.random.Generator | None:
     """A generator for inputs chosen fresh by the grader, or ``None`` outside grading."""
     seed = _SEED.get()
     return None if seed is None else np.random.default_rng([seed, 1])
-
-
-def graded_outside() -> bool:
-    """True in a notebook the grader runs: the verdicts are computed outside it."""
-    return os.environ.get(GRADED_BY_GRADER_ENV) == "1"
 
 
 @dataclass
@@ -90,9 +83,7 @@ class Exercise:
                 print(f"{self.title}: the grader checks this answer (see the test cell below)")
             return None
         result = self._safe_evaluate(answer, False)
-        from .. import progress
-
-        progress.record(self.key, result.passed)
+        progress_store.record(self.key, result.passed)
         if not quiet:
             print(result.report())
             if not result.passed and self.hints and self._hints_shown < len(self.hints):
@@ -127,10 +118,8 @@ class Exercise:
 
     def reveal(self) -> str | None:
         """The solution, once every hint was shown (from the course's source, in a checkout);
-        the progress records it."""
-        from .. import progress
-
-        return progress.reveal(self)
+        the progress records it. The hints never give the solution: this is where it is."""
+        return _reveal.reveal(self)
 
     def __repr__(self) -> str:
         return f"<exercise {self.key}: {self.title}>"

@@ -29,8 +29,7 @@ element_address = FunctionExercise(
          "add the tile's base address"),
     ),
     hints=("Addresses count bytes; each 16-bit element is 2 bytes.",
-           "Row r starts r * stride bytes after base.",
-           "base + row * stride + 2 * col"),
+           "Row r starts r * stride bytes after base."),
 )
 
 bank_of = FunctionExercise(
@@ -76,11 +75,13 @@ launch_132_bug = ChoiceExercise(
              "could load 8x8 matrices the way the kernel expects",
         "b": "132 is the number of SMs of an H100, but a kernel runs once per thread of every "
              "block; the count of blocks is not a block size",
-        "c": "<<<132>>> is missing the block size (it is not even valid CUDA); the intended "
-             "launch is <<<1, 32>>>: one block of one warp, because the kernel's lanes "
-             "0..31 each supply one row address",
-        "d": "a grid of 132 one-lane blocks would never fault on its own; it would quietly "
-             "compute something else",
+        "c": "<<<132>>> gives only the grid: nvcc compiles it with the block size defaulting "
+             "to 1, so it launches 132 blocks of one thread each, and ldmatrix, a 32-lane "
+             "instruction, runs in warps of a single lane (undefined in the PTX ISA). The "
+             "intended launch is <<<1, 32>>>: one block of one warp, because the kernel's "
+             "lanes 0..31 each supply one row address",
+        "d": "the launch itself is valid (132 blocks of one thread); nothing checks that a "
+             "block holds a whole warp, so no launch error is raised",
     },
     hints=("<<<grid, block>>>: which of the two numbers is the number of threads per block?",
            "The kernel is written for exactly one warp."),

@@ -78,7 +78,6 @@ b_trans_offset = SwizzledAddressExercise(
         "Matrix i of the load is register i: (k 0-7 | k 8-15) of the first n8 tile, then of the "
         "second. Lanes 8i..8i+7 give its 8 rows.",
         "row = k0 + lane % 16 (lanes 16-31 start over at k0), chunk = n_chunk + lane // 16.",
-        "(row * chunks + (chunk ^ (row % 8))) * 16",
     ),
 )
 

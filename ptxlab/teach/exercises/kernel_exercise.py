@@ -4,6 +4,8 @@ emulator's, lane by lane."""
 from __future__ import annotations
 
 import contextvars
+import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -84,8 +86,12 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
                            status="error")
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in run.args]
     try:
-        return backends.launch(source, kernel_name, grid=run.grid, block=run.block, args=args,
-                               shared_mem=run.shared_mem, backend=backend)
+        # The model's diagnostics come back in the result and reach the learner once, in the
+        # check's report (_note); shown as warnings too they would repeat, with this file's path.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", backends.KernelDiagnostic)
+            return backends.launch(source, kernel_name, grid=run.grid, block=run.block,
+                                   args=args, shared_mem=run.shared_mem, backend=backend)
     except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
@@ -125,9 +131,15 @@ def _noticed(diagnostic: str) -> str:
     return f"the CPU model noticed: {diagnostic}"
 
 
+def _same_kind(text: str) -> str:
+    """A note without its numbers (lane, address, line): the same mistake met in several cases
+    or at several instructions is one note."""
+    return re.sub(r"0x[0-9a-fA-F]+|\d+", "#", text)
+
+
 def _note(text: str) -> None:
     notes = _NOTES.get()
-    if notes is not None and text not in notes:
+    if notes is not None and _same_kind(text) not in {_same_kind(n) for n in notes}:
         notes.append(text)
 
 

@@ -69,7 +69,6 @@ side_by_side_rows = AddressExercise(
     hints=(
         "Lanes 0-7 give rows 0-7 of matrix 0, lanes 8-15 rows 0-7 of matrix 1, and so on.",
         "Matrix i starts 8 elements to the right of matrix i-1, on the same tile rows.",
-        "address = base + (lane % 8) * stride + (lane // 8) * 16",
     ),
 )
 
@@ -109,7 +108,6 @@ a_operand_rows = AddressExercise(
         "8-15, a3 = rows 8-15/cols 8-15. ldmatrix.x4 fills register i from the rows lanes "
         "8i..8i+7 point at.",
         "So lanes 0-15 give tile rows 0-15 at column 0, and lanes 16-31 rows 0-15 at column 8.",
-        "address = base + (lane % 16) * stride + (lane // 16) * 16",
     ),
 )
 

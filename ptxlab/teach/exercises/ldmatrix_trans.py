@@ -68,7 +68,6 @@ b_row_major_rows = AddressExercise(
     hints=(
         "Register i of the B fragment holds k = 8i..8i+7: matrix i is stored rows 8i..8i+7.",
         "Lanes 0-15 therefore point at stored rows k = 0..15, one after the other.",
-        "address = base + (lane % 16) * stride",
     ),
 )
 
@@ -90,7 +89,6 @@ b_col_major_rows = AddressExercise(
         "Column-major B is B^T stored row by row: stored row n holds B[0..15][n].",
         "Matrix 0 = k 0..7 = the left halves of stored rows 0..7; matrix 1 = k 8..15 = the "
         "right halves.",
-        "address = base + (lane % 8) * stride + (lane // 8 % 2) * 16",
     ),
 )
 

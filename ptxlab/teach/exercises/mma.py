@@ -327,7 +327,7 @@ def _tf32_hidden(rng: np.random.Generator) -> list[tuple]:
 
 tf32_operand = BitsExercise(
     key="mma.tf32_operand",
-    title="the bits of a tf32 operand the tensor core computes with",
+    title="the bits of a tf32 operand the H100's tensor core computes with",
     arg_names=("bits",),
     reference=tf32_read,
     visible=lambda: [(b,) for b in _TF32_VISIBLE],
@@ -354,8 +354,8 @@ tf32_operand = BitsExercise(
     hints=(
         "tf32 = sign (1 bit) + exponent (8 bits) + mantissa (10 bits), the top 19 bits of the "
         "f32 pattern.",
-        "The low 32 - 19 = 13 bits are not rounded, just ignored (read as zero).",
-        "bits & 0xFFFFE000",
+        "On the H100 the low 32 - 19 = 13 bits are not rounded, just ignored (read as zero); "
+        "the PTX ISA does not promise that, which is why code rounds with cvt.rna first.",
     ),
 )
 
@@ -443,7 +443,6 @@ b_pair_rows = AddressExercise(
         "starting at column 8j. Matrices 2 and 3: the same rows at column 8(j + 1).",
         "Lanes 0-15 point at rows 0-15 (one row each); lanes 16-31 at the same rows, one block "
         "to the right.",
-        "address = base + (lane % 16) * stride + (j + lane // 16) * 16",
     ),
 )
 

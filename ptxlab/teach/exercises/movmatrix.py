@@ -67,7 +67,6 @@ transposed_fragment = FragmentExercise(
         "of the transpose.",
         "Row t // 4 of the transpose is column t // 4 of the original; the halves walk down "
         "that column.",
-        "(matrix, row, col) = (reg, 2 * (lane % 4) + half, lane // 4)",
     ),
 )
 
@@ -102,7 +101,6 @@ sender = FragmentExercise(
     hints=(
         "Lane t receives the original element (row 2*(t%4) + half, column t // 4).",
         "Before the move, element (row r, column c) sat in lane 4r + c // 2, half c % 2.",
-        "(lane, half) = (4 * (2 * (lane % 4) + half) + lane // 8, (lane // 4) % 2)",
     ),
 )
 
@@ -147,7 +145,6 @@ transposed_rows = AddressExercise(
         "at (rows c0.., cols r0..).",
         "Matrices 0-3 came from (0,0), (8,0), (0,8), (8,8), so they go to (0,0), (0,8), "
         "(8,0), (8,8): lanes 8-15 point at columns 8-15, lanes 16-23 at rows 8-15.",
-        "address = base + (lane % 8 + 8 * (lane // 16)) * stride + (lane // 8 % 2) * 16",
     ),
 )
 

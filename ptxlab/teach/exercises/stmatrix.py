@@ -160,12 +160,14 @@ d_fragment = FragmentExercise(
 
 
 def _tasks(placement: tiles.Placement, params, trans: bool) -> list[AddressTask]:
-    return [AddressTask(placement, b, s, (b, s), trans=trans) for b, s in params]
+    return [AddressTask(placement, b, s, (b, s), trans=trans, instruction="stmatrix")
+            for b, s in params]
 
 
 def _random_tasks(placement: tiles.Placement, trans: bool):
     def make(rng: np.random.Generator) -> list[AddressTask]:
-        return [AddressTask(placement, b, s, (b, s), trans=trans) for b, s in
+        return [AddressTask(placement, b, s, (b, s), trans=trans, instruction="stmatrix")
+                for b, s in
                 (cases.random_tile_params(rng, placement) for _ in range(8))]
     return make
 
@@ -199,7 +201,6 @@ d_rows = AddressExercise(
         "stmatrix takes its row addresses exactly like ldmatrix: lanes 8i..8i+7 give the rows "
         "of matrix i, and matrix i is register i.",
         "D's register 0 is rows 0-7 and register 1 rows 8-15, one below the other.",
-        "address = base + (lane % 16) * stride",
     ),
 )
 
@@ -222,7 +223,6 @@ d_trans_rows = AddressExercise(
         "With .trans, stored row j of matrix i receives column j of that 8x8 block of D.",
         "So matrix 0 (D rows 0-7) fills columns 0-7 of the 8 stored rows, matrix 1 (D rows "
         "8-15) columns 8-15.",
-        "address = base + (lane % 8) * stride + (lane // 8 % 2) * 16",
     ),
 )
 
@@ -310,7 +310,8 @@ holder_row_bug = ChoiceExercise(
         "a": "lane / 4 is the row whose elements a lane *holds*; the address a lane gives is "
              "for a different row: lane t addresses row t (lanes 0-15 for .x2)",
         "b": "the address side was written with the register side's formula. Lanes 0-3 all "
-             "name the start of row 0 (which of them wins is undefined) and lane 4 onwards "
+             "name the start of row 0 (the PTX ISA does not say which of their rows is stored "
+             "there) and lane 4 onwards "
              "point 2, 4, 6 ... bytes in, breaking the 16-byte alignment rule. The row "
              "address of lane t is s_d + (t % 16) * 8 elements",
         "c": ".x2 reads the addresses of lanes 0-15 only; lanes 16-31 may hold anything",
