@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import layouts
+from ..run.ptx.errors import lanes_text, number_runs
+from . import diagnosis
 from .exercises.tiles import Placement, Tile
 
 __all__ = [
@@ -124,7 +126,8 @@ def combine(name: str, results: Sequence[CheckResult]) -> CheckResult:
         msg = f"{len(failing)} of {len(results)} cases wrong; first: {first.message}"
     return CheckResult(name, False, score, msg, status=first.status, diffs=first.diffs,
                        advice=first.advice, wrong_lanes=first.wrong_lanes,
-                       details={"cases": len(results), "failing": len(failing)})
+                       details={**first.details, "cases": len(results),
+                                "failing": len(failing)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,7 +295,7 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
     advice += _row_pattern_advice(task, got, exp, lanes)
     mis = [int(l) for l in lanes if got[l] % layouts.ROW_BYTES]
     if mis:
-        advice.append(f"{_lane_word(mis)} {_lanes_text(mis)} "
+        advice.append(f"{lanes_text(mis)} "
                       f"{'gives' if len(mis) == 1 else 'give'} addresses that are not "
                       "multiples of 16: "
                       "every row address must be 16-byte aligned (a row is 8 x 16-bit = 16 B)")
@@ -318,7 +321,7 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
                           "matrix is lane % 8")
     elif any(r is None for r in roles):
         outside = [int(l) for l, r in zip(lanes, roles) if r is None]
-        advice.append(f"{_lane_word(outside)} {_lanes_text(outside)} do not point at the start "
+        advice.append(f"{lanes_text(outside)} do not point at the start "
                       "of any matrix "
                       f"row of the tile ({task.placement.what}); rows start at base + "
                       "row * stride + column * 2 with the column a matrix's first column")
@@ -367,25 +370,6 @@ def _row_pattern_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray,
     return []
 
 
-def _lane_word(lanes: Sequence[int]) -> str:
-    return "lane" if len(set(lanes)) == 1 else "lanes"
-
-
-def _lanes_text(lanes: Sequence[int]) -> str:
-    lanes = sorted(set(int(x) for x in lanes))
-    if not lanes:
-        return ""
-    runs, start, prev = [], lanes[0], lanes[0]
-    for x in lanes[1:] + [None]:
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if x is not None:
-            start = prev = x
-    return ", ".join(runs)
-
-
 def _one_address_case(fn: Callable, task: AddressTask, name: str,
                       mistakes: Sequence[tuple[Callable, str]]) -> CheckResult:
     calls = [(lane, *task.args) for lane in range(layouts.WARP_SIZE)]
@@ -420,7 +404,7 @@ def _one_address_case(fn: Callable, task: AddressTask, name: str,
     if not wrong:
         msg = f"all {n_active} row addresses right ({task.describe()})"
         if ignored_bad:
-            advice.append(f"note: lanes {_lanes_text(ignored_bad)} are ignored by .x{task.num} "
+            advice.append(f"note: {lanes_text(ignored_bad)} are ignored by .x{task.num} "
                           "on sm_80 and newer, but sm_75 and older need every lane to hold a valid "
                           "address; the usual fix is to repeat the lower lanes' addresses")
         if lv.float_seen:
@@ -602,11 +586,15 @@ def is_unfinished_source(source) -> bool:
 
 def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, *,
                          describe_value: Callable[[int], str] | None = None,
-                         unit: str = "reg", elem_bits: int = 16, backend: str = "") -> CheckResult:
+                         unit: str = "reg", elem_bits: int = 16, backend: str = "",
+                         suspects: Sequence[diagnosis.Suspect] = (),
+                         loaded_from: Placement | None = None) -> CheckResult:
     """Compare a warp's output words ``(32, n)`` with the emulator's; name each wrong half.
 
     ``describe_value(v)`` turns a 16-bit value back into "element (r, c) of matrix m" when the
-    inputs were filled with distinct ids, so a wrong lane says *which* element it got.
+    inputs were filled with distinct ids, so a wrong lane says *which* element it got. The
+    cause comes from evidence (:func:`ptxlab.teach.diagnosis.register_cause`): registers in
+    another order, or the output of one of ``suspects`` (plausible mistakes, emulated).
     """
     got = np.asarray(got_regs, dtype=np.uint64).reshape(np.shape(exp_regs))
     exp = np.asarray(exp_regs, dtype=np.uint64)
@@ -631,10 +619,14 @@ def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, 
     n_bad = int(bad.sum())
     by_half = bool(describe_value) and elem_bits == 16
     counted = (f" ({len(diffs)} of {2 * bad.size} 16-bit halves)" if by_half else "")
+    cause = diagnosis.register_cause(got, exp, suspects, describe=describe_value, unit=unit,
+                                     loaded_from=loaded_from)
     return CheckResult(name, False, 1.0 - n_bad / bad.size,
                        f"{n_bad} of {bad.size} output words{counted} differ from the emulator"
                        f"{where_backend}", diffs=diffs, wrong_lanes=wrong_lanes,
-                       details={"diff_unit": "wrong halves" if by_half else "wrong words"})
+                       advice=[cause] if cause else [], 
+                       details={"diff_unit": "wrong halves" if by_half else "wrong words",
+                                "cause": cause or ""})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -665,17 +657,23 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
     name_of = describe_value or (lambda v: f"0x{int(v):04x}")
     diffs = [LaneDiff(-1, name_of(int(got[r, c])), name_of(int(exp[r, c])), where=f"{what}[{r}][{c}]")
              for r, c in zip(*np.nonzero(bad))]
-    advice = next(([text] for tile, text in mistakes
-                   if tile is not None and np.array_equal(np.asarray(tile).astype(np.uint16), got)),
-                  None)
-    if advice is None:
-        advice = _tile_row_advice(got, exp, bad, what, row_names, unwritten)
+    hit = diagnosis.first_match(got, [diagnosis.Suspect(tile, text) for tile, text in mistakes])
+    r, c = (int(x) for x in np.argwhere(bad)[0])
+    proof = (f"{what}[{r}][{c}] holds {name_of(int(got[r, c]))} where "
+             f"{name_of(int(exp[r, c]))} belongs")
+    cause = diagnosis.with_proof(hit.cause, proof) if hit else ""
+    advice = [cause] if hit else _tile_row_advice(got, exp, bad, what, row_names, unwritten)
     wrong_rows = sorted({int(r) for r in np.nonzero(bad)[0]})
+    empty = [r for r in wrong_rows if unwritten is not None and np.all(got[r] == unwritten)]
     n_bad = int(bad.sum())
     return CheckResult(name, False, 1.0 - n_bad / bad.size,
                        f"{n_bad} of {bad.size} stored elements differ from the emulator"
-                       f"{where_backend}, in rows {_lanes_text(wrong_rows)} of the {what}",
-                       diffs=diffs, advice=advice, details={"wrong_rows": wrong_rows})
+                       f"{where_backend}, in rows {number_runs(wrong_rows)} of the {what}",
+                       diffs=diffs, advice=advice,
+                       details={"wrong_rows": wrong_rows, "cause": cause,
+                                "diff_unit": "wrong cells" + (
+                                    f" (rows {number_runs(empty)} never written)" if empty
+                                    else "")})
 
 
 def _tile_row_advice(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, what: str,
@@ -685,7 +683,7 @@ def _tile_row_advice(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, what: st
     rows = sorted({int(r) for r in np.nonzero(bad)[0]})
     empty = [r for r in rows if unwritten is not None and np.all(got[r] == unwritten)]
     if empty:
-        advice.append(f"rows {_lanes_text(empty)} of the {what} were never written: no lane's "
+        advice.append(f"rows {number_runs(empty)} of the {what} were never written: no lane's "
                       "row address points at them")
     where_from = {exp[r].tobytes(): r for r in range(exp.shape[0])}
     moved = [(r, where_from[got[r].tobytes()]) for r in rows

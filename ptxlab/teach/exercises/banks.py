@@ -16,6 +16,7 @@ import numpy as np
 
 from ...model import banks, emulator, layouts
 from ...model.shared_tiles import CHUNK_BYTES, SharedTileLayout
+from ...run.ptx.errors import lanes_text
 from .. import checks, render
 from ..checks import CheckResult, LaneDiff
 from . import cases, tiles
@@ -97,7 +98,7 @@ class PhaseConflict:
     def describe(self, what: str = "matrix") -> str:
         who = ", ".join(str(l) for l in self.colliding)
         every = "both" if len(self.colliding) == 2 else "all"
-        return (f"{what} {self.phase} (lanes {checks._lanes_text(self.lanes)}) takes "
+        return (f"{what} {self.phase} ({lanes_text(self.lanes)}) takes "
                 f"{self.wavefronts} wavefronts instead of 1: lanes {who} {every} use banks "
                 f"{self.first_bank}-{self.last_bank}, at different addresses")
 

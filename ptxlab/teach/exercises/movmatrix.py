@@ -10,10 +10,12 @@ from functools import lru_cache
 import numpy as np
 
 from ...model import emulator, layouts
+from .. import diagnosis
 from ..checks import AddressTask
 from . import cases, tiles
 from .base import AddressExercise, ChoiceExercise, FragmentExercise
-from .stmatrix import TileKernelExercise, TileRun, addressing_lane, emulated_store, value_names
+from .stmatrix import (FILL, TileKernelExercise, TileRun, addressing_lane, emulated_store,
+                       value_names)
 
 # ---------------------------------------------------------------------------------------------
 # What movmatrix does to a fragment, measured on element ids
@@ -186,6 +188,8 @@ def transpose_run(sld: int, values: np.ndarray | None = None) -> TileRun:
          "register once with movmatrix (movmatrix and a .trans store together cancel out)"),
         (emulated_store(regs, tiles.mma_a(), sld),
          "the tile came out as a plain copy: no block was transposed and none moved"),
+        *((s.output, s.cause) for s in diagnosis.store_suspects(
+            moved, out_place, sld, trans=False, fill=FILL)),
     )
     return TileRun(label=f"tile row stride {sld} elements",
                    args=[tile_in.reshape(-1), np.int32(sld), np.zeros(256, dtype=np.uint16)],
