@@ -292,7 +292,9 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
     if np.array_equal(g - base, (e - base) * 2) and np.any(e != base):
         return ["your offsets are twice too large: the row stride is already in bytes, do "
                 "not multiply it by the element size again"]
-    advice += _row_pattern_advice(task, got, exp, lanes)
+    pattern = _row_pattern_advice(task, got, exp, lanes)
+    if pattern:                 # one cause: the whole answer's shape says it
+        return pattern
     mis = [int(l) for l in lanes if got[l] % layouts.ROW_BYTES]
     if mis:
         advice.append(f"{lanes_text(mis)} "
@@ -367,7 +369,13 @@ def _row_pattern_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray,
             return [f"each lane gives the row lane {sign} 1 should give (lane r points at row "
                     f"r {sign} 1): the row lane r addresses is r % 8 of matrix r // 8, counted "
                     "from 0"]
-    return []
+    tile = task.tile
+    at = [tile.locate(int(x)) if x >= 0 else None for x in got]
+    want = [tile.locate(int(x)) if x >= 0 else None for x in exp]
+    shift = diagnosis.row_shift_cause(
+        [a[0] if a else None for a in at], [w[0] if w else None for w in want],
+        [a[1] if a else None for a in at], [w[1] if w else None for w in want], tile.rows)
+    return [shift] if shift else []
 
 
 def _one_address_case(fn: Callable, task: AddressTask, name: str,

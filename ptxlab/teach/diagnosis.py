@@ -323,5 +323,6 @@ def row_shift_cause(rows_got: Sequence[int | None], rows_exp: Sequence[int | Non
     return with_proof(f"every lane points {abs(k)} tile row{'s' if abs(k) > 1 else ''} "
                       f"{'further down' if k > 0 else 'higher up'} than its own, wrapping at "
                       f"row {n_rows}: lane {lane} points at row {g} where row {e} belongs. The "
-                      "row a lane addresses is its own, counted from 0 (`(lane + 1) % 16` is "
-                      "one off)")
+                      "row a lane addresses is its own, counted from 0 (a row of "
+                      f"`(lane {'+' if k > 0 else '-'} {abs(k)}) % {n_rows}` is "
+                      f"{'one' if abs(k) == 1 else abs(k)} off)")
