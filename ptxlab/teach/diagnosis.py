@@ -266,16 +266,18 @@ def register_cause(got: np.ndarray, exp: np.ndarray, suspects: Sequence[Suspect]
                     f"down); the instruction's order is {_block_order(loaded_from)}: lanes "
                     f"8i..8i+7 must point at block i of that order, and the asm's output list "
                     f"name the registers in order ({proof})")
-            where = (" (lanes 8i..8i+7 give register i's rows, and the asm's output list "
-                     "{%0, %1, ...} names the registers in order: one of the two is out of "
-                     "order)" if lanes_give_rows else "")
+            where = (" (lanes 8i..8i+7 give register i's rows, the asm's output list "
+                     "{%0, %1, ...} names the registers in order, and each is written to its "
+                     "own place of the output: one of these is out of order)"
+                     if lanes_give_rows else "")
             return with_proof(f"the registers are right but in the wrong order: your {unit} "
                               f"{j} holds what {unit} {mapping[j]} must hold{where}; {proof}")
         twice = mapping[j]
-        lanes = (f" (lanes {8 * j}-{8 * j + 7} point at the rows of lanes "
-                 f"{8 * twice}-{8 * twice + 7})" if lanes_give_rows else "")
-        return with_proof(f"your {unit} {j} holds what {unit} {twice} must hold, so {twice} is "
-                          f"loaded twice{lanes}; {proof}")
+        lanes = (f": lanes {8 * j}-{8 * j + 7} point at the rows of lanes "
+                 f"{8 * twice}-{8 * twice + 7}, or {unit} {twice} is written out twice"
+                 if lanes_give_rows else "")
+        return with_proof(f"your {unit} {j} holds what {unit} {twice} must hold, so {unit} "
+                          f"{twice}'s values come out twice{lanes}; {proof}")
     hit = first_match(got, suspects)
     if hit is not None:
         return with_proof(hit.cause, proof)
