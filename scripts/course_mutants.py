@@ -178,6 +178,20 @@ def markdown(data: dict) -> str:
                          f"{_code(o['diff']).replace('|', chr(92) + '|')} | {seeds} | "
                          f"{judgement(e['key'], o) or 'not judged'} |")
         lines.append("")
+    named = data.get("named", [])
+    if named:
+        lines += ["", "## What the checks say of named mistakes", "",
+                  "Realistic wrong kernels of every kernel exercise of notebooks 02-06 "
+                  "(`mutants.NAMED_MISTAKES`); the cause is the report's first advice line, "
+                  "named from evidence (`ptxlab.teach.diagnosis`), or the report's own message "
+                  f"for a compile error, a hang or a race. {sum(n['named'] for n in named)} of "
+                  f"{len(named)} get the cause they must.", "",
+                  "| exercise | mistake | named | what the check says first |",
+                  "| --- | --- | --- | --- |"]
+        for n in named:
+            said = n["cause"].replace("|", chr(92) + "|").replace("\n", " ")
+            lines.append(f"| `{n['key']}` | {n['kind']} | {'yes' if n['named'] else '**no**'} "
+                         f"| {said} |")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -203,6 +217,7 @@ def main() -> int:
         "grading_seeds": list(mutants.GRADING_SEEDS),
         "evidence_seeds": list(mutants.EVIDENCE_SEEDS),
         "exercises": [r.as_dict() for r in results],
+        "named": mutants.named_causes(),
     }
     for e in data["exercises"]:
         for o in e["both_accept"]:

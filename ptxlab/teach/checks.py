@@ -552,6 +552,9 @@ def _fragment_advice(keys, values, expected, wrong_keys, problems, names, elem_w
             advice.append(f"only {label}s {sorted(bad)} are wrong, {label}s "
                           f"{sorted(set(vals) - set(bad))} are right: look at how the {label} "
                           "number moves you through the matrix")
+    shifted = _shifted_coordinate(keys, got_map, exp_map, names, elem_word)
+    if shifted:
+        return [shifted]
     right = [n for i, n in enumerate(names)
              if all(got_map[k] is not None and got_map[k][i] == exp_map[k][i] for k in keys)]
     if right:
@@ -559,6 +562,39 @@ def _fragment_advice(keys, values, expected, wrong_keys, problems, names, elem_w
         advice.append(f"every {' and '.join(right)} you gave is right; the mistake is in the "
                       f"{' and '.join(wrong_names)}")
     return advice
+
+
+def _shifted_coordinate(keys, got_map, exp_map, names, elem_word) -> str:
+    """One coordinate off by the same amount everywhere, perhaps wrapping at its range or at an
+    8x8 block (the others right): ``(lane // 4 + 1) % 8`` for a row. Said with the lane and
+    register that show it."""
+    if any(got_map[k] is None for k in keys):
+        return ""
+    halves = any(k[2] for k in keys)
+    for i, name in enumerate(names):
+        others = [j for j in range(len(names)) if j != i]
+        if not all(got_map[k][j] == exp_map[k][j] for k in keys for j in others):
+            continue
+        g = {k: got_map[k][i] for k in keys}
+        e = {k: exp_map[k][i] for k in keys}
+        for size in dict.fromkeys((max(e.values()) + 1, 8)):
+            if any(g[k] // size != e[k] // size for k in keys if size == 8):
+                continue
+            shifts = {(g[k] - e[k]) % size for k in keys}
+            if len(shifts) != 1 or shifts == {0}:
+                continue
+            d = shifts.pop()
+            d = d - size if d > size // 2 else d
+            wrapped = [k for k in keys if g[k] != e[k] + d]
+            k = (wrapped or keys)[0]
+            where = f"lane {k[0]} reg {k[1]}" + (f" {elem_word} {k[2]}" if halves else "")
+            wrap = (f", wrapping at {'each 8x8 block' if size == 8 else size}" if wrapped
+                    else "")
+            return (f"every {name} you gave is {abs(d)} {'more' if d > 0 else 'less'} than it "
+                    f"should be{wrap}: {where} gives {name} {g[k]} where {e[k]} belongs; the "
+                    "rest is right")
+        return ""
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -644,6 +680,7 @@ def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, 
 def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
                        describe_value: Callable[[int], str] | None = None, what: str = "tile",
                        row_names: Callable[[int], str] | None = None,
+                       cell_source: Callable[[int, int], str] | None = None,
                        unwritten: int | None = None,
                        mistakes: Sequence[tuple[np.ndarray | None, str]] = (),
                        backend: str = "") -> CheckResult:
@@ -652,7 +689,8 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
 
     A store goes wrong a whole row at a time (a row address is one lane's), so whole rows are
     recognised too: a row still holding ``unwritten`` (the kernel's fill value) was never
-    stored; a row holding another row's data names that row through ``row_names``. ``mistakes``
+    stored; a row holding another row's data names that row through ``row_names``;
+    ``cell_source(r, c)`` names the lane and register that must store cell (r, c). ``mistakes``
     are the tiles that known wrong kernels store (computed with the emulator), with advice.
     """
     exp = np.asarray(exp_tile).astype(np.uint16)
@@ -663,7 +701,9 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
         return CheckResult(name, True, 1.0, f"all {exp.size} stored elements match the emulator"
                            + where_backend)
     name_of = describe_value or (lambda v: f"0x{int(v):04x}")
-    diffs = [LaneDiff(-1, name_of(int(got[r, c])), name_of(int(exp[r, c])), where=f"{what}[{r}][{c}]")
+    diffs = [LaneDiff(-1, name_of(int(got[r, c])), name_of(int(exp[r, c])),
+                      where=f"{what}[{r}][{c}]" + (f" ({cell_source(int(r), int(c))})"
+                                                   if cell_source else ""))
              for r, c in zip(*np.nonzero(bad))]
     hit = diagnosis.first_match(got, [diagnosis.Suspect(tile, text) for tile, text in mistakes])
     r, c = (int(x) for x in np.argwhere(bad)[0])

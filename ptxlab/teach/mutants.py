@@ -907,3 +907,17 @@ def named_mistake_report(cell: SolutionCell, mistake: NamedMistake) -> tuple[boo
         warnings.simplefilter("ignore")     # the CPU model's notes on the wrong kernel
         res = cell.exercise.evaluate(source)
     return res.passed, list(res.advice), res.report(max_lines=2)
+
+
+def named_causes(cells: Sequence[SolutionCell] | None = None) -> list[dict]:
+    """What the checks say of every named mistake: its exercise, kind, the cause the report
+    gives first (its first advice line, else its message) and whether the expected phrase is
+    in the report."""
+    by_key = {c.exercise.key: c for c in (solution_cells() if cells is None else cells)}
+    out = []
+    for m in NAMED_MISTAKES:
+        passed, advice, report = named_mistake_report(by_key[m.key], m)
+        said = advice[0] if advice else report.splitlines()[0]
+        out.append({"key": m.key, "kind": m.kind, "says": m.says, "cause": said,
+                    "named": (not passed) and m.says in report})
+    return out
