@@ -81,6 +81,12 @@ FAULT_ADVICE = ("a fault usually means an address outside shared memory or not 1
 RACE_ADVICE = ("one warp reads (or overwrites) shared memory another warp writes, with no "
                "__syncthreads() between them: on a GPU the answer depends on which warp runs "
                "first. Put __syncthreads() after the writes and before the reads")
+#: Two warps writing one word before any barrier: the work is not split between the warps, and
+#: no barrier can order two writes of one phase.
+SHARED_WRITES_ADVICE = ("two warps write the same shared words: the work is not split between "
+                        "the warps. Give each thread of the block its own elements (start at "
+                        "threadIdx.x, step blockDim.x); a barrier cannot order two writes that "
+                        "happen before it")
 
 
 def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
@@ -111,8 +117,11 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
             return _ModelCannotRun(str(exc))
         kind = getattr(exc, "kind", "fault")
         if kind == "race" or str(exc).startswith("race in shared memory"):
+            # the sanitizer's finding says which accesses raced: two writes want the work split
+            advice = (SHARED_WRITES_ADVICE if "write-after-write" in str(exc).split("\n")[0]
+                      else RACE_ADVICE)
             return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
-                               status="error", advice=[RACE_ADVICE], details={"failure": "race"})
+                               status="error", advice=[advice], details={"failure": "race"})
         if kind == "hang":      # its own message says what hung; address advice would mislead
             return CheckResult(name, False, 0.0, f"the kernel did not finish ({run.label}): "
                                f"{exc}", status="error", details={"failure": "hang"})
