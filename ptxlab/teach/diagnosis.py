@@ -24,8 +24,9 @@ from ..run.ptx.errors import lanes_text, number_runs
 from .exercises.tiles import ELEM_BYTES, Placement
 
 __all__ = ["Suspect", "MAX_CAUSE", "first_match", "with_proof", "row_addresses",
-           "block_addresses", "address_suspects", "load_suspects", "store_suspects",
-           "stored_tile", "register_mapping", "register_cause", "word_names", "row_shift_cause"]
+           "address_suspects", "load_suspects", "store_suspects",
+           "stored_tile", "register_mapping", "register_proof", "register_cause", "word_names",
+           "row_shift_cause"]
 
 #: A cause longer than this is cut: one cause, said in a few lines of a notebook's output.
 MAX_CAUSE = 400
@@ -83,12 +84,6 @@ def row_addresses(placement: Placement, base: int, stride: int, *, shift: int = 
             row = r0 + (r + shift) % 8 if within else (r0 + r + shift) % placement.rows
             out[lanes[i, r]] = base + row * stride + c0 * ELEM_BYTES
     return out
-
-
-def block_addresses(placement: Placement, base: int, stride: int,
-                    order: Sequence[int]) -> np.ndarray:
-    """Lanes 8i..8i+7 pointing at matrix ``order[i]`` of ``placement``."""
-    return row_addresses(placement, base, stride, order=order)
 
 
 def address_suspects(placement: Placement, base: int, stride: int,
