@@ -232,8 +232,9 @@ def test_a_named_mistake_gets_its_cause(mistake):
     ok, why = backends.cpu_available()
     if not ok:
         pytest.skip(f"the CPU model runs the kernels: {why}")
-    passed, advice, report = mutants.named_mistake_report(_CELLS[mistake.key], mistake)
-    assert not passed and mistake.says in report, report
+    res = mutants.named_mistake_result(_CELLS[mistake.key], mistake)
+    report, advice = res.report(max_lines=2), res.advice
+    assert not res.passed and mistake.says in report, report
     if mistake.alone:       # a compile error or a hang: its own message, nothing after it
         assert advice == [] or (len(advice) == 1 and advice[0].startswith("compiler says")), \
             report

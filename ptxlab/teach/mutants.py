@@ -904,13 +904,13 @@ NAMED_MISTAKES: tuple[NamedMistake, ...] = (
 )
 
 
-def named_mistake_report(cell: SolutionCell, mistake: NamedMistake) -> tuple[bool, list[str], str]:
-    """``(passed, advice, report)`` of the visible check on one named mistake's kernel."""
+def named_mistake_result(cell: SolutionCell, mistake: NamedMistake):
+    """The visible check's :class:`~ptxlab.teach.checks.CheckResult` of one named mistake's
+    kernel."""
     source = mistake.source(cell.kernel_source() or "")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # the CPU model's notes on the wrong kernel
-        res = cell.exercise.evaluate(source)
-    return res.passed, list(res.advice), res.report(max_lines=2)
+        return cell.exercise.evaluate(source)
 
 
 def named_causes(cells: Sequence[SolutionCell] | None = None) -> list[dict]:
@@ -920,8 +920,10 @@ def named_causes(cells: Sequence[SolutionCell] | None = None) -> list[dict]:
     by_key = {c.exercise.key: c for c in (solution_cells() if cells is None else cells)}
     out = []
     for m in NAMED_MISTAKES:
-        passed, advice, report = named_mistake_report(by_key[m.key], m)
-        said = advice[0] if advice else report.splitlines()[0]
+        res = named_mistake_result(by_key[m.key], m)
+        report = res.report(max_lines=2)
+        # a kernel that ran: its cause; one that did not: what stopped it
+        said = res.advice[0] if res.advice and res.status == "checked" else res.message
         out.append({"key": m.key, "kind": m.kind, "says": m.says, "cause": said,
-                    "named": (not passed) and m.says in report})
+                    "named": (not res.passed) and m.says in report})
     return out
