@@ -7,7 +7,8 @@ constant, ``lane // 8`` for ``lane % 8``, rows and columns swapped, a term dropp
 address for a relative one, ``.trans`` toggled, registers swapped, a barrier deleted: see
 ``ptxlab.teach.mutants``), and every mutant goes through the exercise's own checks. An *escape*
 (the visible check accepts, the hidden tests reject) is a defect of the course; *both accept* is
-listed with its diff, and with a judgement where one was made.
+listed with its diff, and with a judgement where one was made. The report ends with what the
+checks say of the named mistakes (``mutants.NAMED_MISTAKES``): the cause each one gets.
 
     python3 scripts/course_mutants.py                  # writes reports/course/MUTANTS.md + .json
     python3 scripts/course_mutants.py --kernel-sample 0     # every kernel mutant, not a sample

@@ -23,6 +23,11 @@ passes, the hidden cases under the self-study seed and two grading seeds
 (:func:`~ptxlab.teach.exercises.base.grading_seed`). Visible rejects: killed, fine. Visible
 accepts and hidden rejects: an escape, a defect of the course. Both accept: an equivalent
 answer, or a gap in both, listed for a person to judge.
+
+Beside the generated mutants, :data:`NAMED_MISTAKES` holds the realistic wrong kernels learners
+write in every kernel exercise of notebooks 02-06, each with the cause its check must name (from
+evidence, :mod:`ptxlab.teach.diagnosis`), or its own message for a compile error, a hang or a
+race.
 """
 from __future__ import annotations
 
@@ -899,6 +904,8 @@ NAMED_MISTAKES: tuple[NamedMistake, ...] = (
                  "use lda, not 16"),
     NamedMistake(_MMA, "B's row one off", "&sb[(lane % 16) * ldb]", "&sb[((lane + 1) % 16) * ldb]",
                  "B: every lane points one tile row further down"),
+    NamedMistake(_MMA, "compile error", "rd, ra, rb, rc);", "rd, ra, rb);", "does not compile",
+                 alone=True),
     NamedMistake(_MMA, "D stored column-major", "d[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = rd[i]",
                  "d[(2 * t + i % 2) * 16 + g + 8 * (i / 2)] = rd[i]", "column-major"),
 )
