@@ -7,7 +7,8 @@ constant, ``lane // 8`` for ``lane % 8``, rows and columns swapped, a term dropp
 address for a relative one, ``.trans`` toggled, registers swapped, a barrier deleted: see
 ``ptxlab.teach.mutants``), and every mutant goes through the exercise's own checks. An *escape*
 (the visible check accepts, the hidden tests reject) is a defect of the course; *both accept* is
-listed with its diff, and with a judgement where one was made.
+listed with its diff, and with a judgement where one was made. The report ends with what the
+checks say of the named mistakes (``mutants.NAMED_MISTAKES``): the cause each one gets.
 
     python3 scripts/course_mutants.py                  # writes reports/course/MUTANTS.md + .json
     python3 scripts/course_mutants.py --kernel-sample 0     # every kernel mutant, not a sample
@@ -178,6 +179,20 @@ def markdown(data: dict) -> str:
                          f"{_code(o['diff']).replace('|', chr(92) + '|')} | {seeds} | "
                          f"{judgement(e['key'], o) or 'not judged'} |")
         lines.append("")
+    named = data.get("named", [])
+    if named:
+        lines += ["", "## What the checks say of named mistakes", "",
+                  "Realistic wrong kernels of every kernel exercise of notebooks 02-06 "
+                  "(`mutants.NAMED_MISTAKES`); the cause is the report's first advice line, "
+                  "named from evidence (`ptxlab.teach.diagnosis`), or the report's own message "
+                  f"for a compile error, a hang or a race. {sum(n['named'] for n in named)} of "
+                  f"{len(named)} get the cause they must.", "",
+                  "| exercise | mistake | named | what the check says first |",
+                  "| --- | --- | --- | --- |"]
+        for n in named:
+            said = n["cause"].replace("|", chr(92) + "|").replace("\n", " ")
+            lines.append(f"| `{n['key']}` | {n['kind']} | {'yes' if n['named'] else '**no**'} "
+                         f"| {said} |")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -203,6 +218,7 @@ def main() -> int:
         "grading_seeds": list(mutants.GRADING_SEEDS),
         "evidence_seeds": list(mutants.EVIDENCE_SEEDS),
         "exercises": [r.as_dict() for r in results],
+        "named": mutants.named_causes(),
     }
     for e in data["exercises"]:
         for o in e["both_accept"]:

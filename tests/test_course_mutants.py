@@ -18,7 +18,7 @@ import pytest
 
 from ptxlab.run import backends
 from ptxlab.teach import mutants
-from ptxlab.teach.course_cases import SolutionCell
+from ptxlab.teach.course_cases import SolutionCell, solution_cells
 from ptxlab.teach.exercises.base import ChoiceExercise, FunctionExercise
 from ptxlab.teach.exercises.kernel_exercise import KernelExercise
 
@@ -207,3 +207,43 @@ def test_a_runaway_answer_is_a_rejection(monkeypatch):
             np.sum(np.arange(10))
     ok, says = mutants._verdict(_toy(range(8)), slow, False, None)
     assert not ok and "ran over" in says
+
+
+# ---------------------------------------------------------------------------------------------
+# Named mistakes: every kernel exercise names the cause of the wrong kernels learners write
+# ---------------------------------------------------------------------------------------------
+
+_CELLS = {c.exercise.key: c for c in solution_cells()}
+#: The notebooks whose kernel exercises must each have named mistakes.
+_NAMED_NOTEBOOKS = ("02_", "03_", "04_", "05_", "06_")
+
+
+def test_every_kernel_exercise_has_named_mistakes():
+    kernels = {key for key, c in _CELLS.items() if mutants.kind_of(c) == "kernel"
+               and c.notebook.startswith(_NAMED_NOTEBOOKS)}
+    named = {m.key for m in mutants.NAMED_MISTAKES}
+    assert kernels and kernels <= named, sorted(kernels - named)
+    assert named <= set(_CELLS), sorted(named - set(_CELLS))
+
+
+@pytest.mark.parametrize("mistake", mutants.NAMED_MISTAKES,
+                         ids=[f"{m.key.split('.')[-1]}: {m.kind}" for m in mutants.NAMED_MISTAKES])
+def test_a_named_mistake_gets_its_cause(mistake):
+    ok, why = backends.cpu_available()
+    if not ok:
+        pytest.skip(f"the CPU model runs the kernels: {why}")
+    res = mutants.named_mistake_result(_CELLS[mistake.key], mistake)
+    report, advice = res.report(max_lines=2), res.advice
+    assert not res.passed and mistake.says in report, report
+    if mistake.alone:       # a compile error or a hang: its own message, nothing after it
+        assert advice == [] or (len(advice) == 1 and advice[0].startswith("compiler says")), \
+            report
+    # the cause is short, and no line of the report hides which lane or cell it is about
+    assert all(len(a) <= 400 or a.startswith("compiler says") for a in advice), report
+
+
+def test_a_kernel_that_is_right_whatever_the_spelling_passes():
+    # the stride written the other way round is no mistake: nothing matches its text
+    cell = _CELLS["ldmatrix.a_operand_kernel"]
+    source = cell.kernel_source().replace("(lane % 16) * sld * 2", "(lane % 16) * (2 * sld)")
+    assert cell.exercise.evaluate(source).passed

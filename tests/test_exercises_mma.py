@@ -315,7 +315,7 @@ def test_tile_kernel_right_answer_passes_hidden_cases():
     ("ldmatrix_x2_trans", "ldmatrix_x2", "without .trans"),
     ("&sa[(lane % 16) * lda + (lane / 16) * 8]",
      "&sa[((lane / 16) * 8 + lane % 8) * lda + ((lane / 8) % 2) * 8]", "registers 1 and 2"),
-    ("rc[i] = c[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2]", "rc[i] = 0.f", "without C"),
+    ("rc[i] = c[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2]", "rc[i] = 0.f", "C was never added"),
     ("d[(g + 8 * (i / 2))", "d[(g + 8 * (1 - i / 2))", "exchanged"),
     ("d[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = rd[i]",
      "d[(2 * t + i % 2) * 16 + g + 8 * (i / 2)] = rd[i]", "column-major"),

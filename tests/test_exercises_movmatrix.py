@@ -170,7 +170,7 @@ def test_wrong_kernels_fail_with_advice(transpose_source, change, phrase):
 
 def test_wrong_cells_name_the_input_element(transpose_source):
     res = ex.transpose_kernel.evaluate(_without_movmatrix(transpose_source))
-    assert res.diffs[0].line() == "tile[0][1] gave in[0][1], expected in[1][0]"
+    assert res.diffs[0].line() == "tile[0][1] (lane 0's r0) gave in[0][1], expected in[1][0]"
 
 
 def test_address_table_for_the_mirrored_store():

@@ -139,7 +139,7 @@ def test_tile_check_prefers_a_known_mistake_and_sees_a_transpose():
     res = checks.check_tile_outputs("t", exp.T, exp)
     assert any("transposed" in a for a in res.advice)
     res = checks.check_tile_outputs("t", exp.T, exp, mistakes=[(None, "x"), (exp.T, "known")])
-    assert res.advice == ["known"]
+    assert res.advice == ["known (tile[0][1] holds 0x0010 where 0x0001 belongs)"]
 
 
 def test_emulated_store_refuses_duplicate_rows():
@@ -177,7 +177,7 @@ def _variant(source: str, old: str, new: str) -> str:
     ("m8n8.x2.shared.b16 [%0]", "m8n8.x2.trans.shared.b16 [%0]", "turned around"),
     ('"r"(addr), "r"(d0), "r"(d1)', '"r"(addr), "r"(d1), "r"(d0)', "traded places"),
     ("(lane % 16) * sld * 2", "((lane + 3) % 16) * sld * 2", "hold another row"),
-    ("(lane % 16) * sld * 2", "(lane % 16) * sld", "2 * sld bytes"),
+    ("(lane % 16) * sld * 2", "(lane % 16) * sld", "not 16-byte aligned"),
     ("(lane % 16) * sld * 2", "(lane / 4) * sld * 2", "faulted"),
 ])
 def test_wrong_kernels_fail_with_advice(store_d_source, old, new, phrase):

@@ -296,6 +296,10 @@ def _as_backend_error(exc: Exception) -> BackendError | None:
         fault = KernelFault(str(exc))
         #: the model lacks an instruction the kernel uses: not the kernel's fault
         fault.unsupported = "UnsupportedInstruction" in names
+        #: what went wrong, for a report: a hang (endless loop, a barrier never reached), a
+        #: race between warps, or a fault of one access (the default)
+        fault.kind = ("hang" if "Deadlock" in names else
+                      "race" if "SharedMemoryRace" in names else "fault")
         for attr in _FAULT_ATTRIBUTES:
             if hasattr(exc, attr):
                 setattr(fault, attr, getattr(exc, attr))

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import layouts
+from ..run.ptx.errors import lanes_text, number_runs
+from . import diagnosis
 from .exercises.tiles import Placement, Tile
 
 __all__ = [
@@ -124,7 +126,8 @@ def combine(name: str, results: Sequence[CheckResult]) -> CheckResult:
         msg = f"{len(failing)} of {len(results)} cases wrong; first: {first.message}"
     return CheckResult(name, False, score, msg, status=first.status, diffs=first.diffs,
                        advice=first.advice, wrong_lanes=first.wrong_lanes,
-                       details={"cases": len(results), "failing": len(failing)})
+                       details={**first.details, "cases": len(results),
+                                "failing": len(failing)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,10 +294,12 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
     if np.array_equal(g - base, (e - base) * 2) and np.any(e != base):
         return ["your offsets are twice too large: the row stride is already in bytes, do "
                 "not multiply it by the element size again"]
-    advice += _row_pattern_advice(task, got, exp, lanes)
+    pattern = _row_pattern_advice(task, got, exp, lanes)
+    if pattern:                 # one cause: the whole answer's shape says it
+        return pattern
     mis = [int(l) for l in lanes if got[l] % layouts.ROW_BYTES]
     if mis:
-        advice.append(f"{_lane_word(mis)} {_lanes_text(mis)} "
+        advice.append(f"{lanes_text(mis)} "
                       f"{'gives' if len(mis) == 1 else 'give'} addresses that are not "
                       "multiples of 16: "
                       "every row address must be 16-byte aligned (a row is 8 x 16-bit = 16 B)")
@@ -320,7 +325,7 @@ def _address_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray, lanes: 
                           "matrix is lane % 8")
     elif any(r is None for r in roles):
         outside = [int(l) for l, r in zip(lanes, roles) if r is None]
-        advice.append(f"{_lane_word(outside)} {_lanes_text(outside)} do not point at the start "
+        advice.append(f"{lanes_text(outside)} do not point at the start "
                       "of any matrix "
                       f"row of the tile ({task.placement.what}); rows start at base + "
                       "row * stride + column * 2 with the column a matrix's first column")
@@ -366,26 +371,13 @@ def _row_pattern_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray,
             return [f"each lane gives the row lane {sign} 1 should give (lane r points at row "
                     f"r {sign} 1): the row lane r addresses is r % 8 of matrix r // 8, counted "
                     "from 0"]
-    return []
-
-
-def _lane_word(lanes: Sequence[int]) -> str:
-    return "lane" if len(set(lanes)) == 1 else "lanes"
-
-
-def _lanes_text(lanes: Sequence[int]) -> str:
-    lanes = sorted(set(int(x) for x in lanes))
-    if not lanes:
-        return ""
-    runs, start, prev = [], lanes[0], lanes[0]
-    for x in lanes[1:] + [None]:
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if x is not None:
-            start = prev = x
-    return ", ".join(runs)
+    tile = task.tile
+    at = [tile.locate(int(x)) if x >= 0 else None for x in got]
+    want = [tile.locate(int(x)) if x >= 0 else None for x in exp]
+    shift = diagnosis.row_shift_cause(
+        [a[0] if a else None for a in at], [w[0] if w else None for w in want],
+        [a[1] if a else None for a in at], [w[1] if w else None for w in want], tile.rows)
+    return [shift] if shift else []
 
 
 def _one_address_case(fn: Callable, task: AddressTask, name: str,
@@ -422,7 +414,7 @@ def _one_address_case(fn: Callable, task: AddressTask, name: str,
     if not wrong:
         msg = f"all {n_active} row addresses right ({task.describe()})"
         if ignored_bad and task.instruction == "ldmatrix":
-            advice.append(f"note: lanes {_lanes_text(ignored_bad)} are ignored by .x{task.num}, "
+            advice.append(f"note: {lanes_text(ignored_bad)} are ignored by .x{task.num}, "
                           "but code compiled for .target sm_75 or lower must give every lane a "
                           "valid address (PTX ISA); the usual fix is to repeat the lower lanes' "
                           "addresses")
@@ -563,6 +555,9 @@ def _fragment_advice(keys, values, expected, wrong_keys, problems, names, elem_w
             advice.append(f"only {label}s {sorted(bad)} are wrong, {label}s "
                           f"{sorted(set(vals) - set(bad))} are right: look at how the {label} "
                           "number moves you through the matrix")
+    shifted = _shifted_coordinate(keys, got_map, exp_map, names, elem_word)
+    if shifted:
+        return [shifted]
     right = [n for i, n in enumerate(names)
              if all(got_map[k] is not None and got_map[k][i] == exp_map[k][i] for k in keys)]
     if right:
@@ -570,6 +565,39 @@ def _fragment_advice(keys, values, expected, wrong_keys, problems, names, elem_w
         advice.append(f"every {' and '.join(right)} you gave is right; the mistake is in the "
                       f"{' and '.join(wrong_names)}")
     return advice
+
+
+def _shifted_coordinate(keys, got_map, exp_map, names, elem_word) -> str:
+    """One coordinate off by the same amount everywhere, perhaps wrapping at its range or at an
+    8x8 block (the others right): ``(lane // 4 + 1) % 8`` for a row. Said with the lane and
+    register that show it."""
+    if any(got_map[k] is None for k in keys):
+        return ""
+    halves = any(k[2] for k in keys)
+    for i, name in enumerate(names):
+        others = [j for j in range(len(names)) if j != i]
+        if not all(got_map[k][j] == exp_map[k][j] for k in keys for j in others):
+            continue
+        g = {k: got_map[k][i] for k in keys}
+        e = {k: exp_map[k][i] for k in keys}
+        for size in dict.fromkeys((max(e.values()) + 1, 8)):
+            if any(g[k] // size != e[k] // size for k in keys if size == 8):
+                continue
+            shifts = {(g[k] - e[k]) % size for k in keys}
+            if len(shifts) != 1 or shifts == {0}:
+                continue
+            d = shifts.pop()
+            d = d - size if d > size // 2 else d
+            wrapped = [k for k in keys if g[k] != e[k] + d]
+            k = (wrapped or keys)[0]
+            where = f"lane {k[0]} reg {k[1]}" + (f" {elem_word} {k[2]}" if halves else "")
+            wrap = (f", wrapping at {'each 8x8 block' if size == 8 else size}" if wrapped
+                    else "")
+            return (f"every {name} you gave is {abs(d)} {'more' if d > 0 else 'less'} than it "
+                    f"should be{wrap}: {where} gives {name} {g[k]} where {e[k]} belongs; the "
+                    "rest is right")
+        return ""
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -605,11 +633,15 @@ def is_unfinished_source(source) -> bool:
 
 def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, *,
                          describe_value: Callable[[int], str] | None = None,
-                         unit: str = "reg", elem_bits: int = 16, backend: str = "") -> CheckResult:
+                         unit: str = "reg", elem_bits: int = 16, backend: str = "",
+                         suspects: Sequence[diagnosis.Suspect] = (),
+                         loaded_from: Placement | None = None) -> CheckResult:
     """Compare a warp's output words ``(32, n)`` with the emulator's; name each wrong half.
 
     ``describe_value(v)`` turns a 16-bit value back into "element (r, c) of matrix m" when the
-    inputs were filled with distinct ids, so a wrong lane says *which* element it got.
+    inputs were filled with distinct ids, so a wrong lane says *which* element it got. The
+    cause comes from evidence (:func:`ptxlab.teach.diagnosis.register_cause`): registers in
+    another order, or the output of one of ``suspects`` (plausible mistakes, emulated).
     """
     got = np.asarray(got_regs, dtype=np.uint64).reshape(np.shape(exp_regs))
     exp = np.asarray(exp_regs, dtype=np.uint64)
@@ -634,10 +666,14 @@ def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, 
     n_bad = int(bad.sum())
     by_half = bool(describe_value) and elem_bits == 16
     counted = (f" ({len(diffs)} of {2 * bad.size} 16-bit halves)" if by_half else "")
+    cause = diagnosis.register_cause(got, exp, suspects, describe=describe_value, unit=unit,
+                                     loaded_from=loaded_from)
     return CheckResult(name, False, 1.0 - n_bad / bad.size,
                        f"{n_bad} of {bad.size} output words{counted} differ from the emulator"
                        f"{where_backend}", diffs=diffs, wrong_lanes=wrong_lanes,
-                       details={"diff_unit": "wrong halves" if by_half else "wrong words"})
+                       advice=[cause] if cause else [], 
+                       details={"diff_unit": "wrong halves" if by_half else "wrong words",
+                                "cause": cause or ""})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,6 +683,7 @@ def check_kernel_outputs(name: str, got_regs: np.ndarray, exp_regs: np.ndarray, 
 def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
                        describe_value: Callable[[int], str] | None = None, what: str = "tile",
                        row_names: Callable[[int], str] | None = None,
+                       cell_source: Callable[[int, int], str] | None = None,
                        unwritten: int | None = None,
                        mistakes: Sequence[tuple[np.ndarray | None, str]] = (),
                        backend: str = "") -> CheckResult:
@@ -655,7 +692,8 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
 
     A store goes wrong a whole row at a time (a row address is one lane's), so whole rows are
     recognised too: a row still holding ``unwritten`` (the kernel's fill value) was never
-    stored; a row holding another row's data names that row through ``row_names``. ``mistakes``
+    stored; a row holding another row's data names that row through ``row_names``;
+    ``cell_source(r, c)`` names the lane and register that must store cell (r, c). ``mistakes``
     are the tiles that known wrong kernels store (computed with the emulator), with advice.
     """
     exp = np.asarray(exp_tile).astype(np.uint16)
@@ -666,19 +704,27 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
         return CheckResult(name, True, 1.0, f"all {exp.size} stored elements match the emulator"
                            + where_backend)
     name_of = describe_value or (lambda v: f"0x{int(v):04x}")
-    diffs = [LaneDiff(-1, name_of(int(got[r, c])), name_of(int(exp[r, c])), where=f"{what}[{r}][{c}]")
+    diffs = [LaneDiff(-1, name_of(int(got[r, c])), name_of(int(exp[r, c])),
+                      where=f"{what}[{r}][{c}]" + (f" ({cell_source(int(r), int(c))})"
+                                                   if cell_source else ""))
              for r, c in zip(*np.nonzero(bad))]
-    advice = next(([text] for tile, text in mistakes
-                   if tile is not None and np.array_equal(np.asarray(tile).astype(np.uint16), got)),
-                  None)
-    if advice is None:
-        advice = _tile_row_advice(got, exp, bad, what, row_names, unwritten)
+    hit = diagnosis.first_match(got, [diagnosis.Suspect(tile, text) for tile, text in mistakes])
+    r, c = (int(x) for x in np.argwhere(bad)[0])
+    proof = (f"{what}[{r}][{c}] holds {name_of(int(got[r, c]))} where "
+             f"{name_of(int(exp[r, c]))} belongs")
+    cause = diagnosis.with_proof(hit.cause, proof) if hit else ""
+    advice = [cause] if hit else _tile_row_advice(got, exp, bad, what, row_names, unwritten)
     wrong_rows = sorted({int(r) for r in np.nonzero(bad)[0]})
+    empty = [r for r in wrong_rows if unwritten is not None and np.all(got[r] == unwritten)]
     n_bad = int(bad.sum())
     return CheckResult(name, False, 1.0 - n_bad / bad.size,
                        f"{n_bad} of {bad.size} stored elements differ from the emulator"
-                       f"{where_backend}, in rows {_lanes_text(wrong_rows)} of the {what}",
-                       diffs=diffs, advice=advice, details={"wrong_rows": wrong_rows})
+                       f"{where_backend}, in rows {number_runs(wrong_rows)} of the {what}",
+                       diffs=diffs, advice=advice,
+                       details={"wrong_rows": wrong_rows, "cause": cause,
+                                "diff_unit": "wrong cells" + (
+                                    f" (rows {number_runs(empty)} never written)" if empty
+                                    else "")})
 
 
 def _tile_row_advice(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, what: str,
@@ -688,7 +734,7 @@ def _tile_row_advice(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, what: st
     rows = sorted({int(r) for r in np.nonzero(bad)[0]})
     empty = [r for r in rows if unwritten is not None and np.all(got[r] == unwritten)]
     if empty:
-        advice.append(f"rows {_lanes_text(empty)} of the {what} were never written: no lane's "
+        advice.append(f"rows {number_runs(empty)} of the {what} were never written: no lane's "
                       "row address points at them")
     where_from = {exp[r].tobytes(): r for r in range(exp.shape[0])}
     moved = [(r, where_from[got[r].tobytes()]) for r in rows

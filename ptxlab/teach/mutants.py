@@ -23,6 +23,11 @@ passes, the hidden cases under the self-study seed and two grading seeds
 (:func:`~ptxlab.teach.exercises.base.grading_seed`). Visible rejects: killed, fine. Visible
 accepts and hidden rejects: an escape, a defect of the course. Both accept: an equivalent
 answer, or a gap in both, listed for a person to judge.
+
+Beside the generated mutants, :data:`NAMED_MISTAKES` holds the realistic wrong kernels learners
+write in every kernel exercise of notebooks 02-06, each with the cause its check must name (from
+evidence, :mod:`ptxlab.teach.diagnosis`), or its own message for a compile error, a hang or a
+race.
 """
 from __future__ import annotations
 
@@ -776,3 +781,156 @@ def run_course(cells: Sequence[SolutionCell] | None = None, *, workers: int = 2,
         for i in order:
             done(i, run_cell(cells[i], kernel_sample, evidence))
     return [results[i] for i in range(len(cells))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Named mistakes: a learner's realistic wrong kernels, and the cause each check must name
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NamedMistake:
+    """A wrong kernel a learner writes, made from an exercise's solution by replacing ``old``
+    with ``new`` (every occurrence), and a phrase the check's report must hold: the cause it
+    names (the evidence of :mod:`ptxlab.teach.diagnosis`), or its own message for a compile
+    error, a hang or a race. ``alone``: the report says nothing else (no advice after a compile
+    error or a hang)."""
+
+    key: str
+    kind: str
+    old: str
+    new: str
+    says: str
+    alone: bool = False
+
+    def source(self, solution: str) -> str:
+        if self.old not in solution:
+            raise ValueError(f"{self.key}: {self.old!r} is not in the solution")
+        return solution.replace(self.old, self.new)
+
+
+_A, _B = "ldmatrix.a_operand_kernel", "ldmatrix_trans.b_operand_kernel"
+_BC, _BL = "ldmatrix_trans.b_col_major_kernel", "ldmatrix_trans.block_load_kernel"
+_ST, _TR, _MMA = "stmatrix.store_d_kernel", "movmatrix.transpose_kernel", "mma.tile_kernel"
+_MMA_SWAPPED_OPERANDS = (
+    'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, '
+    '{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\\n" : "=f"(rd[0]), "=f"(rd[1]), '
+    '"=f"(rd[2]), "=f"(rd[3]) : "r"(rb[0]), "r"(rb[1]), "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), '
+    '"r"(ra[3]), "f"(rc[0]), "f"(rc[1]), "f"(rc[2]), "f"(rc[3]));')
+
+#: Every kernel exercise of notebooks 02-06 with the mistakes learners make there, each kind
+#: (register order, block order, .trans, stride in elements or doubled, rows one off, a block
+#: loaded twice, operands exchanged, C missing or from the wrong rows, rows never written,
+#: compile errors, hangs, races) in its own version per exercise.
+NAMED_MISTAKES: tuple[NamedMistake, ...] = (
+    NamedMistake(_A, "output registers listed out of order", "{%0, %1, %2, %3}",
+                 "{%1, %0, %2, %3}", "right but in the wrong order: your reg 0 holds what reg 1"),
+    NamedMistake(_A, "blocks addressed in reading order", "(lane % 16) * sld * 2 + (lane / 16) * 16",
+                 "((lane / 16) * 8 + lane % 8) * sld * 2 + ((lane / 8) % 2) * 16",
+                 "blocks in reading order"),
+    NamedMistake(_A, "row stride in elements", "(lane % 16) * sld * 2", "(lane % 16) * sld",
+                 "half the row stride"),
+    NamedMistake(_A, "row one off", "(lane % 16) * sld * 2", "((lane + 1) % 16) * sld * 2",
+                 "one tile row further down"),
+    NamedMistake(_A, ".trans where none belongs", ".x4.shared", ".x4.trans.shared",
+                 "has .trans where it must not"),
+    NamedMistake(_A, "column offset missing", " + (lane / 16) * 16", "",
+                 "your reg 2 holds what reg 0 must hold, so reg 0's values come out twice"),
+    NamedMistake(_A, "column offset in elements", "(lane / 16) * 16", "(lane / 16) * 8",
+                 "not 16-byte aligned"),
+    NamedMistake(_A, "compile error", "const unsigned addr =",
+                 "const unsigned addr = undeclared +", "does not compile", alone=True),
+    NamedMistake(_A, "endless loop", "    // END SOLUTION",
+                 "    while (lane < 64) { }\n    // END SOLUTION", "did not finish", alone=True),
+    NamedMistake(_B, ".trans missing", ".trans", "", "the load needs .trans"),
+    NamedMistake(_B, "output registers listed out of order", "{%0, %1}", "{%1, %0}",
+                 "right but in the wrong order"),
+    NamedMistake(_B, "row one off", "(lane % 16) * sld * 2", "((lane + 15) % 16) * sld * 2",
+                 "one tile row higher up"),
+    NamedMistake(_B, "row stride doubled", "sld * 2", "sld * 4", "outside shared memory"),
+    NamedMistake(_BC, ".trans where none belongs", ".x2.shared", ".x2.trans.shared",
+                 "uses .trans where it must not"),
+    NamedMistake(_BC, "row one off", "(lane % 8) * sld * 2", "((lane + 1) % 8) * sld * 2",
+                 "one tile row further down"),
+    NamedMistake(_BC, "second block's offset missing", " + (lane / 8 % 2) * 16", "",
+                 "so reg 0's values come out twice"),
+    NamedMistake(_BC, "output registers listed out of order", "{%0, %1}", "{%1, %0}",
+                 "right but in the wrong order"),
+    NamedMistake(_BL, ".trans missing", ".trans", "", "the load needs .trans"),
+    NamedMistake(_BL, "barrier missing", "__syncthreads();", "", "has a race"),
+    NamedMistake(_BL, "copy loop not split between the warps",
+                 "for (unsigned i = threadIdx.x; i < 128; i += blockDim.x)",
+                 "for (unsigned i = lane; i < 128; i += 32)",
+                 "Give each thread of the block its own elements"),
+    NamedMistake(_BL, "output registers stored out of order", "out[2 * lane] = b0;",
+                 "out[2 * lane] = b1;\n    if (lane < 99) { out[2 * lane + 1] = b0; return; }",
+                 "right but in the wrong order"),
+    NamedMistake(_BL, "one register stored twice", "out[2 * lane + 1] = b1;",
+                 "out[2 * lane + 1] = b0;", "reg 0's values come out twice"),
+    NamedMistake(_ST, "registers of the store swapped", '"r"(d0), "r"(d1)', '"r"(d1), "r"(d0)',
+                 "d1 and d0 traded places"),
+    NamedMistake(_ST, "lanes 0-7 at the lower half", "(lane % 16) * sld * 2",
+                 "((lane + 8) % 16) * sld * 2", "d1 and d0 traded places"),
+    NamedMistake(_ST, ".trans where none belongs", "m8n8.x2.shared.b16 [%0]",
+                 "m8n8.x2.trans.shared.b16 [%0]", "turned around"),
+    NamedMistake(_ST, "row one off", "(lane % 16) * sld * 2", "((lane + 1) % 16) * sld * 2",
+                 "one tile row further down"),
+    NamedMistake(_ST, "row stride in elements", "(lane % 16) * sld * 2", "(lane % 16) * sld",
+                 "not 16-byte aligned"),
+    NamedMistake(_TR, "registers of the store swapped", '"r"(r0), "r"(r1), "r"(r2)',
+                 '"r"(r1), "r"(r0), "r"(r2)', "r1 and r0 traded places"),
+    NamedMistake(_TR, "blocks stored where they were loaded",
+                 "(lane % 8 + 8 * (lane / 16)) * sld * 2 + (lane / 8 % 2) * 16",
+                 "(lane % 16) * sld * 2 + (lane / 16) * 16", "still in its old place"),
+    NamedMistake(_TR, "row one off inside each block", "(lane % 8 + 8 * (lane / 16))",
+                 "((lane + 1) % 8 + 8 * (lane / 16))", "inside its 8x8 matrix"),
+    NamedMistake(_TR, "movmatrix missing", "movmatrix.sync.aligned.m8n8.trans.b16 %0, %0;",
+                 "mov.b32 %0, %0;", "not turned around"),
+    NamedMistake(_MMA, "C never loaded (uninitialised accumulator)",
+                 "for (int i = 0; i < 4; ++i) rc[i] = c[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];",
+                 "", "C was never added"),
+    NamedMistake(_MMA, "c2, c3 taken from row g", "rc[i] = c[(g + 8 * (i / 2)) * 8",
+                 "rc[i] = c[g * 8", "rows 8-15 of D added rows 0-7 of C"),
+    NamedMistake(_MMA, "d2, d3 stored to row g", "d[(g + 8 * (i / 2)) * 8", "d[g * 8",
+                 "rows 8-15 of D were never written"),
+    NamedMistake(_MMA, "A and B exchanged in the mma's operands",
+                 "ptxlab::mma_m16n8k16_f32_f16_f16_f32(rd, ra, rb, rc);", _MMA_SWAPPED_OPERANDS,
+                 "A's and B's registers exchanged"),
+    NamedMistake(_MMA, ".trans missing on B", "ldmatrix_x2_trans", "ldmatrix_x2",
+                 "without .trans"),
+    NamedMistake(_MMA, "A's blocks in reading order", "&sa[(lane % 16) * lda + (lane / 16) * 8]",
+                 "&sa[((lane / 16) * 8 + lane % 8) * lda + ((lane / 8) % 2) * 8]",
+                 "registers 1 and 2 exchanged"),
+    NamedMistake(_MMA, "A's row stride hard-coded", "(lane % 16) * lda", "(lane % 16) * 16",
+                 "use lda, not 16"),
+    NamedMistake(_MMA, "B's row one off", "&sb[(lane % 16) * ldb]", "&sb[((lane + 1) % 16) * ldb]",
+                 "B: every lane points one tile row further down"),
+    NamedMistake(_MMA, "compile error", "rd, ra, rb, rc);", "rd, ra, rb);", "does not compile",
+                 alone=True),
+    NamedMistake(_MMA, "D stored column-major", "d[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = rd[i]",
+                 "d[(2 * t + i % 2) * 16 + g + 8 * (i / 2)] = rd[i]", "column-major"),
+)
+
+
+def named_mistake_result(cell: SolutionCell, mistake: NamedMistake):
+    """The visible check's :class:`~ptxlab.teach.checks.CheckResult` of one named mistake's
+    kernel."""
+    source = mistake.source(cell.kernel_source() or "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # the CPU model's notes on the wrong kernel
+        return cell.exercise.evaluate(source)
+
+
+def named_causes(cells: Sequence[SolutionCell] | None = None) -> list[dict]:
+    """What the checks say of every named mistake: its exercise, kind, the cause the report
+    gives first (its first advice line, else its message) and whether the expected phrase is
+    in the report."""
+    by_key = {c.exercise.key: c for c in (solution_cells() if cells is None else cells)}
+    out = []
+    for m in NAMED_MISTAKES:
+        res = named_mistake_result(by_key[m.key], m)
+        report = res.report(max_lines=2)
+        # a kernel that ran: its cause; one that did not: what stopped it
+        said = res.advice[0] if res.advice and res.status == "checked" else res.message
+        out.append({"key": m.key, "kind": m.kind, "says": m.says, "cause": said,
+                    "named": (not res.passed) and m.says in report})
+    return out

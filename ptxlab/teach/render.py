@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ..model import layouts
+from ..run.ptx.errors import number_runs
 
 __all__ = [
     "Html", "lane_color", "matrix_html", "fragment_map_html", "lane_registers_html",
@@ -652,11 +653,8 @@ def _row_flow_note(frag: layouts.FragmentLayout, lane: int | None, row: int | No
 
 
 def lane_list(lanes: Iterable[int]) -> str:
-    """Lanes in words: ``4-7`` for a run of three or more, else ``0, 8``."""
-    lanes = [int(x) for x in lanes]
-    if len(lanes) > 2 and lanes == list(range(lanes[0], lanes[-1] + 1)):
-        return f"{lanes[0]}-{lanes[-1]}"
-    return ", ".join(str(x) for x in lanes)
+    """Lanes in words (``0, 1, 4-7``), worded as every report of the project words them."""
+    return number_runs(lanes)
 
 
 # ---------------------------------------------------------------------------------------------

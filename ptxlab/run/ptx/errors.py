@@ -5,6 +5,7 @@ and, with line info, the CUDA source line), because "your kernel faulted" alone 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -57,7 +58,7 @@ class Where:
         if self.warp is not None:
             parts.append(f"warp {self.warp}")
         if self.lanes:
-            parts.append(_lanes_text(self.lanes))
+            parts.append(lanes_text(self.lanes))
         head = ", ".join(parts)
         lines = [head] if head else []
         if self.ptx_line is not None:
@@ -70,18 +71,32 @@ class Where:
         return "\n  ".join(lines)
 
 
-def _lanes_text(lanes: tuple[int, ...]) -> str:
-    if len(lanes) == 1:
-        return f"lane {lanes[0]}"
-    runs, start, prev = [], lanes[0], lanes[0]
-    for x in lanes[1:] + (None,):
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        runs.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if x is not None:
-            start = prev = x
-    return "lanes " + ",".join(runs)
+def number_runs(numbers: Iterable[int]) -> str:
+    """Lanes, rows or registers in words, the one wording of every report: sorted, each run of
+    three or more as ``4-7``, the others one by one: ``0, 1, 4-7, 9``."""
+    values = sorted({int(x) for x in numbers})
+    runs: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        if j - i >= 2:
+            runs.append(f"{values[i]}-{values[j]}")
+        else:
+            runs += [str(v) for v in values[i:j + 1]]
+        i = j + 1
+    return ", ".join(runs)
+
+
+def lanes_text(lanes: Iterable[int]) -> str:
+    """``lane 3`` or ``lanes 0-7, 9``."""
+    values = {int(x) for x in lanes}
+    return ("lane " if len(values) == 1 else "lanes ") + number_runs(values)
+
+
+#: The name the interpreter imports.
+_lanes_text = lanes_text
 
 
 class KernelFault(PtxError):

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...model import banks, emulator, layouts
 from ...model.shared_tiles import CHUNK_BYTES, SharedTileLayout
+from ...run.ptx.errors import lanes_text, number_runs
 from .. import checks, render
 from ..checks import CheckResult, LaneDiff
 from . import cases, tiles
@@ -97,7 +98,7 @@ class PhaseConflict:
     def describe(self, what: str = "matrix") -> str:
         who = ", ".join(str(l) for l in self.colliding)
         every = "both" if len(self.colliding) == 2 else "all"
-        return (f"{what} {self.phase} (lanes {checks._lanes_text(self.lanes)}) takes "
+        return (f"{what} {self.phase} ({lanes_text(self.lanes)}) takes "
                 f"{self.wavefronts} wavefronts instead of 1: lanes {who} {every} use banks "
                 f"{self.first_bank}-{self.last_bank}, at different addresses")
 
@@ -307,6 +308,8 @@ class SwizzledAddressExercise(Exercise):
                 if np.array_equal(bad[active], got[active]):
                     advice.append(text)
                     break
+            else:
+                advice += _xor_bits_advice(task, got, exp, self.unswizzled(task), active)
         return CheckResult(self.title, False, 1 - len(wrong) / n,
                            f"{len(wrong)} of {n} address lanes wrong ({task.describe()})",
                            diffs=diffs, advice=advice, wrong_lanes=wrong)
@@ -325,6 +328,40 @@ class SwizzledAddressExercise(Exercise):
         except checks._Unfinished:
             return checks.not_implemented(self.title)
         return checks.combine(self.title, results)
+
+
+def _bits_text(mask: int) -> str:
+    bits = [b for b in range(mask.bit_length()) if mask >> b & 1]
+    return f"bit{'s' if len(bits) > 1 else ''} {number_runs(bits)}" if bits else "no bits"
+
+
+def _xor_bits_advice(task: SwizzledTask, got: np.ndarray, exp: np.ndarray, plain: np.ndarray,
+                     active: np.ndarray) -> list[str]:
+    """A swizzle XOR-ed into the wrong bits of the address, or with the wrong key, from the
+    answer itself: each lane's address against the plain row-major one is ``key << s`` with a
+    3-bit key; the swizzle's is the row % 8 at bit 4 (the 16-byte chunk index)."""
+    lanes = np.flatnonzero(active)
+    moved = got[lanes] ^ plain[lanes]
+    wanted = exp[lanes] ^ plain[lanes]
+    if np.any(got[lanes] < 0) or not np.any(moved):
+        return []
+    low = int(np.bitwise_or.reduce(moved))
+    shift = (low & -low).bit_length() - 1
+    if np.any(moved >> shift >= 8):
+        return []               # not one 3-bit key XOR-ed in: no claim
+    chunk_bit = CHUNK_BYTES.bit_length() - 1
+    i = next(i for i in range(len(lanes)) if moved[i] != wanted[i])
+    lane = int(lanes[i])
+    row = (int(plain[lane]) - task.base) // (task.chunks * CHUNK_BYTES)
+    proof = (f"lane {lane}'s address differs from the plain row-major one by {int(moved[i])} "
+             f"where it must differ by {int(wanted[i])}")
+    if shift != chunk_bit:
+        return [f"your swizzle XORs address {_bits_text(int(np.bitwise_or.reduce(moved)))} "
+                f"({proof}); the swizzle moves the 16-byte chunk index, address "
+                f"{_bits_text(int(np.bitwise_or.reduce(wanted)))}, by the row % 8: XOR the "
+                "chunk, then multiply by 16"]
+    return [f"your swizzle XORs the chunk with the wrong key: lane {lane} (row {row}) XORs it "
+            f"with {int(moved[i]) >> chunk_bit}, the key is row % 8 = {row % 8} ({proof})"]
 
 
 def _a_task(base: int, row0: int, col0: int) -> SwizzledTask:

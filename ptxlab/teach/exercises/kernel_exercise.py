@@ -11,8 +11,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import checks
+from .. import checks, diagnosis
 from ..checks import CheckResult
+from . import tiles
 from .base import Exercise, fresh_rng, hidden_rng
 
 
@@ -36,6 +37,10 @@ class KernelRun:
     describe_value: Callable[[int], str] | None = None
     elem_bits: int = 16
     unit: str = "reg"
+    #: Plausible mistakes and what each gives (:mod:`ptxlab.teach.diagnosis`), to name a cause.
+    suspects: Sequence[diagnosis.Suspect] = ()
+    #: Where an ldmatrix loaded the output from (lanes 8i..8i+7 gave register i's rows), if so.
+    loaded_from: tiles.Placement | None = None
 
     def with_fresh_values(self, rng: np.random.Generator) -> "KernelRun":
         """The same launch with every 16-bit input element renamed by a random permutation
@@ -52,7 +57,13 @@ class KernelRun:
         halves = np.ascontiguousarray(self.expected, dtype=np.uint32).view(np.uint16)
         expected = perm[halves].view(np.uint32).reshape(np.shape(self.expected))
         describe = self.describe_value
-        return replace(self, args=args, expected=expected,
+
+        def renamed(words):
+            halves = np.ascontiguousarray(words, dtype=np.uint32).view(np.uint16)
+            return perm[halves].view(np.uint32).reshape(np.shape(words))
+        suspects = [replace(s, output=None if s.output is None else renamed(s.output))
+                    for s in self.suspects]
+        return replace(self, args=args, expected=expected, suspects=suspects,
                        describe_value=lambda v: describe(int(inverse[int(v) & 0xFFFF])))
 
 
@@ -72,6 +83,12 @@ FAULT_ADVICE = ("a fault usually means an address outside shared memory or not 1
 RACE_ADVICE = ("one warp reads (or overwrites) shared memory another warp writes, with no "
                "__syncthreads() between them: on a GPU the answer depends on which warp runs "
                "first. Put __syncthreads() after the writes and before the reads")
+#: Two warps writing one word before any barrier: the work is not split between the warps, and
+#: no barrier can order two writes of one phase.
+SHARED_WRITES_ADVICE = ("two warps write the same shared words: the work is not split between "
+                        "the warps. Give each thread of the block its own elements (start at "
+                        "threadIdx.x, step blockDim.x); a barrier cannot order two writes that "
+                        "happen before it")
 
 
 def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
@@ -95,7 +112,8 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
     except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
-                           advice=["compiler says:\n      " + _first_lines(log)])
+                           advice=["compiler says:\n      " + _first_lines(log)],
+                           details={"failure": "compile"})
     except backends.BackendUnavailable as exc:
         if backend == "cpu":
             return _ModelCannotRun(str(exc))
@@ -103,11 +121,18 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
     except backends.KernelFault as exc:
         if getattr(exc, "unsupported", False):
             return _ModelCannotRun(str(exc))
-        if str(exc).startswith("race in shared memory"):
+        kind = getattr(exc, "kind", "fault")
+        if kind == "race" or str(exc).startswith("race in shared memory"):
+            # the sanitizer's finding says which accesses raced: two writes want the work split
+            advice = (SHARED_WRITES_ADVICE if "write-after-write" in str(exc).split("\n")[0]
+                      else RACE_ADVICE)
             return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
-                               status="error", advice=[RACE_ADVICE])
+                               status="error", advice=[advice], details={"failure": "race"})
+        if kind == "hang":      # its own message says what hung; address advice would mislead
+            return CheckResult(name, False, 0.0, f"the kernel did not finish ({run.label}): "
+                               f"{exc}", status="error", details={"failure": "hang"})
         return CheckResult(name, False, 0.0, f"the kernel faulted ({run.label}): {exc}",
-                           status="error", advice=[fault_advice])
+                           status="error", advice=[fault_advice], details={"failure": "fault"})
     except Exception as exc:
         return CheckResult(name, False, 0.0, f"launching the kernel failed ({run.label}): "
                            f"{type(exc).__name__}: {exc}", status="error")
@@ -234,7 +259,9 @@ def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
     got = out.view(np.uint32).reshape(exp.shape)
     result = checks.check_kernel_outputs(name, got, exp, describe_value=run.describe_value,
                                          unit=run.unit, elem_bits=run.elem_bits,
-                                         backend=getattr(res, "device", ""))
+                                         backend=getattr(res, "device", ""),
+                                         suspects=getattr(run, "suspects", ()),
+                                         loaded_from=getattr(run, "loaded_from", None))
     result.details["backend"] = getattr(res, "backend", "")
     result.details["device"] = getattr(res, "device", "")
     if _NOTES.get() is None:       # a check collects them for all its runs (evaluate)
@@ -305,7 +332,11 @@ class KernelExercise(Exercise):
             combined.details["backend"] = results[-1].details.get("backend", "")
             if combined.passed and device not in combined.message:
                 combined.message += f" on {device}"
-        if not combined.passed:
+        last = results[-1].details if results else {}
+        if not combined.passed and last.get("failure") not in ("compile", "hang") \
+                and not last.get("cause"):
+            # what the source lacks, where the evidence named no cause; never after a compile
+            # error or a hang, which their own message explains
             for test, text in self.advice_for:
                 try:
                     if test(answer):

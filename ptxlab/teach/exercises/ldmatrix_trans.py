@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import emulator, layouts
+from .. import diagnosis
 from ..checks import AddressTask
 from . import cases, tiles
 from .base import AddressExercise, ChoiceExercise, FragmentExercise
@@ -159,22 +160,46 @@ def describe_b_value(v: int) -> str:
     return f"B[{k}][{n}]"
 
 
-def b_operand_expected(sld: int) -> np.ndarray:
+def _b_staged(sld: int, col_major: bool = False) -> np.ndarray:
+    """The kernel's shared memory (bytes): B = ids k * 8 + n, stored row-major (16 rows of
+    ``sld`` elements) or column-major (stored row n holds B[0..15][n], 8 rows)."""
     b = np.arange(128, dtype=np.uint16).reshape(16, 8)
-    smem = np.zeros((16, sld), dtype=np.uint16)
-    smem[:, :8] = b
+    stored = b.T if col_major else b
+    smem = np.zeros((stored.shape[0], sld), dtype=np.uint16)
+    smem[:, :stored.shape[1]] = stored
+    return smem.reshape(-1).view(np.uint8)
+
+
+def b_operand_expected(sld: int) -> np.ndarray:
     place = tiles.mma_b_row_major()
     addrs = place.expected_addresses(place.tile(0, sld * 2))
-    return emulator.ldmatrix(smem.reshape(-1).view(np.uint8), addrs, num=2, trans=True)
+    return emulator.ldmatrix(_b_staged(sld), addrs, num=2, trans=True)
+
+
+#: The .trans mistake of each way of storing B, in the notebook's terms.
+B_TRANS_CAUSES = {
+    False: "B is stored row-major but mma wants it column by column: the load needs .trans "
+           "{proof}",
+    True: "this load uses .trans where it must not: stored column-major, each stored row "
+          "already is a column of B, which is what mma hands each lane; .trans turns every "
+          "8x8 block around {proof}",
+}
 
 
 def _b_run(label: str, sld: int, stored_rows: int, threads: int = 32) -> KernelRun:
     """A launch of a kernel ``(b, sld, out)`` that stages B's ids 0..127 in ``stored_rows``
-    rows of ``sld`` elements and must leave B's mma fragment in ``out`` (two words a lane)."""
+    rows of ``sld`` elements (16: row-major, loaded with .trans; 8: column-major, without) and
+    must leave B's mma fragment in ``out`` (two words a lane)."""
+    col_major = stored_rows == 8
+    place = tiles.mma_b_col_major() if col_major else tiles.mma_b_row_major()
+    suspects = diagnosis.load_suspects(_b_staged(sld, col_major), place, 0, 2 * sld,
+                                       trans=not col_major,
+                                       trans_cause=B_TRANS_CAUSES[col_major])
     return KernelRun(label=label, args=[np.arange(128, dtype=np.uint16), np.int32(sld),
                                         np.zeros(64, dtype=np.uint32)],
                      out_index=2, expected=b_operand_expected(8), shared_mem=stored_rows * sld * 2,
-                     block=(threads,), describe_value=describe_b_value)
+                     block=(threads,), describe_value=describe_b_value, suspects=suspects,
+                     loaded_from=place)
 
 
 def b_operand_run(sld: int) -> KernelRun:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from .. import checks, render
+from .. import checks, diagnosis, render
 from ...model import emulator, layouts
+from ...run.ptx.errors import number_runs
 from ..checks import AddressTask, CheckResult, LaneDiff
 from . import cases, tiles
 from .base import AddressExercise, ChoiceExercise, FragmentExercise, FunctionExercise
@@ -507,13 +508,19 @@ def tile_inputs(seed: int, lo: int = -4, hi: int = 4) -> tuple[np.ndarray, np.nd
     return A, B, C
 
 
-def _tile_operands(A, B, lda: int, ldb: int, b_trans: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """A and B staged in shared memory as the kernel stages them, loaded with the emulator's
-    ldmatrix (A: .x4, B: .x2 with or without .trans) at the addresses the placements give."""
+def _tile_smem(A, B, lda: int, ldb: int) -> np.ndarray:
+    """The kernel's shared memory (bytes): A in 16 rows of ``lda`` elements, then B in 16 rows
+    of ``ldb``."""
     smem = np.zeros(16 * lda + 16 * ldb, dtype=np.uint16)
     smem[: 16 * lda].reshape(16, lda)[:, :16] = np.asarray(A, np.float16).view(np.uint16)
     smem[16 * lda:].reshape(16, ldb)[:, :8] = np.asarray(B, np.float16).view(np.uint16)
-    mem = smem.view(np.uint8)
+    return smem.view(np.uint8)
+
+
+def _tile_operands(A, B, lda: int, ldb: int, b_trans: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """A and B staged in shared memory as the kernel stages them, loaded with the emulator's
+    ldmatrix (A: .x4, B: .x2 with or without .trans) at the addresses the placements give."""
+    mem = _tile_smem(A, B, lda, ldb)
     pa, pb = tiles.mma_a(), tiles.mma_b_row_major()
     ra = emulator.ldmatrix(mem, pa.expected_addresses(pa.tile(0, 2 * lda)), num=4)
     b_addrs = pb.expected_addresses(pb.tile(32 * lda, 2 * ldb))
@@ -535,27 +542,68 @@ def tile_expected(A, B, C, lda: int = 16, ldb: int = 8) -> np.ndarray:
     return _d_bits(ra, rb, C)
 
 
+def _load_suspects(mem, place: tiles.Placement, base: int, ld: int, name: str, natural: int,
+                   num: int, trans: bool) -> list[tuple[np.ndarray | None, str]]:
+    """Registers a wrong address formula of one operand loads, with its cause: the address
+    mistakes of :func:`diagnosis.address_suspects` and a row stride written as a number."""
+    out = [(a, f"{name}: {c}") for a, c in diagnosis.address_suspects(place, base, 2 * ld,
+                                                                        f"ld{name[0].lower()}")]
+    if ld != natural:
+        out.append((diagnosis.row_addresses(place, base, 2 * natural),
+                    f"{name}: your rows are {natural} elements apart, but this tile's are "
+                    f"ld{name[0].lower()} = {ld} (the rows are padded): use "
+                    f"ld{name[0].lower()}, not {natural} {{proof}}"))
+    regs = []
+    for addrs, cause in out:
+        try:
+            regs.append((emulator.ldmatrix(mem, addrs, num=num, trans=trans), cause))
+        except emulator.EmulatorError:
+            continue
+    return regs
+
+
 def _tile_mistakes(A, B, C, lda: int, ldb: int) -> list[tuple[np.ndarray, str]]:
-    """Whole-output results of the usual mistakes, each with what to change."""
+    """Whole-output results of the usual mistakes, each with what to change (``{proof}``: the
+    cell, lane and register that show it). Computed with the emulator from the layouts."""
     ra, rb = _tile_operands(A, B, lda, ldb)
     _, rb_plain = _tile_operands(A, B, lda, ldb, b_trans=False)
+    mem = _tile_smem(A, B, lda, ldb)
     right = _d_bits(ra, rb, C)
+    c_rows_g = np.concatenate([C[:8], C[:8]])
+    top_only = np.full_like(right, UNWRITTEN)
+    top_only[:8] = right[8:]
+    a_loads = _load_suspects(mem, tiles.mma_a(), 0, lda, "A", 16, 4, False)
+    b_loads = _load_suspects(mem, tiles.mma_b_row_major(), 32 * lda, ldb, "B", 8, 2, True)
     return [
         (_d_bits(ra, rb_plain, C),
          "your D is what B loaded without .trans gives: B is stored row-major (a row per k), "
-         "mma wants each lane to hold a column pair, so the load needs ldmatrix .x2.trans"),
+         "mma wants each lane to hold a column pair, so the load needs ldmatrix .x2.trans "
+         "{proof}"),
         (_d_bits(ra[:, [0, 2, 1, 3]], rb, C),
          "your D is what A's registers 1 and 2 exchanged give: a1 must hold the lower-left "
          "block (rows 8-15, k 0-7) and a2 the upper-right one, so lanes 8-15 point at rows 8-15 "
-         "and lanes 16-31 at columns 8-15"),
+         "and lanes 16-31 at columns 8-15 {proof}"),
+        (_d_bits(np.concatenate([rb, ra[:, :2]], axis=1), ra[:, 2:], C),
+         "your D is what the mma gives with A's and B's registers exchanged in its operand "
+         "list: the order is {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3}; B's registers went where "
+         "A's belong {proof}"),
         (_d_bits(ra, rb, np.zeros_like(C)),
-         "your D is A*B without C: load c[0..3] from C at the accumulator positions and pass "
-         "them to the mma"),
+         "your D is A*B alone: C was never added. The accumulator rc must hold C's values "
+         "(c0, c1 from row g, c2, c3 from row g + 8) when the mma runs; one left unset is zero "
+         "on the CPU model and garbage on a GPU {proof}"),
+        (_d_bits(ra, rb, c_rows_g),
+         "rows 8-15 of D added rows 0-7 of C: c2, c3 come from row g + 8 of C, not row g "
+         "{proof}"),
+        (top_only,
+         "rows 8-15 of D were never written and rows 0-7 hold their values: d2, d3 belong "
+         "in row g + 8 (g = lane / 4), d0, d1 in row g {proof}"),
         (np.concatenate([right[8:], right[:8]]),
          "rows 0-7 and 8-15 of D are exchanged: d0, d1 are row g = lane / 4 and d2, d3 row "
-         "g + 8"),
+         "g + 8 {proof}"),
         (right.T.reshape(16, 8).copy(),
-         "D came out column-major: store d at row * 8 + col"),
+         "D came out column-major: store d at row * 8 + col {proof}"),
+        *((_d_bits(regs, rb, C), cause) for regs, cause in a_loads),
+        *((_d_bits(ra, regs, C), cause) for regs, cause in b_loads),
     ]
 
 
@@ -599,17 +647,27 @@ def compare_tile(got_bits: np.ndarray, run: TileRun, name: str, device: str = ""
         regs.add(reg)
         diffs.append(LaneDiff(-1, _cell_text(got[r, c]), _cell_text(exp[r, c]),
                               where=f"D[{r}][{c}] (lane {lane}'s d{reg})"))
-    advice = [text for bits, text in run.mistakes if np.array_equal(got, bits)][:1]
+    hit = diagnosis.first_match(got, [diagnosis.Suspect(bits, text)
+                                      for bits, text in run.mistakes])
+    first = diffs[0]
+    proof = f"{first.where}: expected {first.expected}, got {first.got}"
+    cause = diagnosis.with_proof(hit.cause, proof) if hit else ""
+    advice = [cause] if cause else []
+    never = sorted({int(r) for r in np.nonzero((got == UNWRITTEN).all(axis=1))[0]})
     if not advice:
         if np.all(got == UNWRITTEN):
             advice.append("nothing was written to d: store rd[0..3] at the end")
+        elif never:
+            advice.append(f"rows {number_runs(never)} of D were never written ({proof})")
         elif len(regs) < 4:
             advice.append(f"only cells held in d{', d'.join(str(x) for x in sorted(regs))} are "
                           "wrong: check where those registers go (d0, d1: row g, columns 2t, "
-                          "2t+1; d2, d3: row g + 8)")
+                          f"2t+1; d2, d3: row g + 8) ({proof})")
     n = len(diffs)
     return CheckResult(name, False, 1 - n / 128, f"{n} of 128 elements of D wrong ({run.label})"
-                       f"{on}", diffs=diffs, advice=advice, wrong_lanes=sorted(lanes))
+                       f"{on}", diffs=diffs, advice=advice, wrong_lanes=sorted(lanes),
+                       details={"cause": cause, "diff_unit": "wrong cells" + (
+                           f" (rows {number_runs(never)} never written)" if never else "")})
 
 
 @dataclass(repr=False)
@@ -636,8 +694,6 @@ tile_kernel = TileKernelExercise(
     advice_for=(
         (lambda src: ".trans" not in src and "x2_trans" not in src and "<true>" not in src,
          "B is stored row-major in sb: its ldmatrix needs .trans"),
-        (lambda src: "lda" not in src.split("BEGIN SOLUTION")[-1].split("__syncwarp")[-1],
-         "the A tile's rows are lda elements apart (the hidden tests use padded rows)"),
     ),
     hints=(
         "A: ldmatrix.x4 with lane l pointing at &sa[(l % 16) * lda + (l / 16) * 8]. B: "

@@ -10,10 +10,12 @@ from functools import lru_cache
 import numpy as np
 
 from ...model import emulator, layouts
+from .. import diagnosis
 from ..checks import AddressTask
 from . import cases, tiles
 from .base import AddressExercise, ChoiceExercise, FragmentExercise
-from .stmatrix import TileKernelExercise, TileRun, addressing_lane, emulated_store, value_names
+from .stmatrix import (FILL, TileKernelExercise, TileRun, addressing_lane, emulated_store,
+                       stored_from, value_names)
 
 # ---------------------------------------------------------------------------------------------
 # What movmatrix does to a fragment, measured on element ids
@@ -183,11 +185,14 @@ def transpose_run(sld: int, values: np.ndarray | None = None) -> TileRun:
          "register once with movmatrix (movmatrix and a .trans store together cancel out)"),
         (emulated_store(regs, tiles.mma_a(), sld),
          "the tile came out as a plain copy: no block was transposed and none moved"),
+        *((s.output, s.cause) for s in diagnosis.store_suspects(
+            moved, out_place, sld, trans=False, fill=FILL)),
     )
     return TileRun(label=f"tile row stride {sld} elements",
                    args=[tile_in.reshape(-1), np.int32(sld), np.zeros(256, dtype=np.uint16)],
                    out_index=2, expected=emulated_store(moved, out_place, sld),
                    shared_mem=2 * 16 * sld * 2, describe_value=value_names(tile_in, "in"),
+                   cell_source=stored_from(out_place, ("r0", "r1", "r2", "r3")),
                    row_names=lambda r: f"the output row stored through lane "
                                        f"{addressing_lane(out_place, r)}'s address",
                    mistakes=mistakes)
