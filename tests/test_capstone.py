@@ -292,6 +292,9 @@ def test_report_says_what_held_the_clock_and_prints_the_ratio_table():
     assert report.limit_of(res["cutlass"][0], res["device"]) == "clock"
     assert report.limit_of(res["cublas"][0], res["device"]) == "none"
     assert report.limit_of({"tflops": 1}, res["device"]) is None
+    # At full clock the power limit named in the samples held nothing back.
+    assert report.limit_of({"nvml_sm_clock_mhz": 1980.0, "nvml_power_capped": 0.8},
+                           res["device"]) == "none"
     text = report.markdown(res, [])
     assert "| 4096^3 | row-major | 0.96 | 0.60 | 0.80 | 0.96 | power / clock / none |" in text
     assert "power (100% of samples at the limit, 1500 MHz)" in text

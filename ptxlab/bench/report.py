@@ -17,19 +17,20 @@ CLOCK_HELD = 0.97
 
 
 def limit_of(rec: dict | None, device: dict) -> str | None:
-    """What held the clock while ``rec`` ran, from its NVML samples: "power" (the driver named
-    the power limit in at least half of them), "thermal", "clock" (below the highest SM clock
-    for another reason), "none" (at full clock), or None where NVML was not read."""
+    """What held the clock while ``rec`` ran, from its NVML samples: "none" (the median clock
+    within 3% of the highest SM clock), else "power" (the driver named the power limit in at
+    least half of the samples), "thermal", or "clock" (held down for another reason); None
+    where NVML was not read."""
     if not rec or rec.get("nvml_sm_clock_mhz") is None:
         return None
+    top = device.get("max_sm_clock_mhz")
+    if top and rec["nvml_sm_clock_mhz"] >= CLOCK_HELD * top:
+        return "none"   # whatever reason the driver named, the clock was not held down
     if (rec.get("nvml_power_capped") or 0) >= 0.5:
         return "power"
     if (rec.get("nvml_thermal_slowdown") or 0) >= 0.5:
         return "thermal"
-    top = device.get("max_sm_clock_mhz")
-    if top and rec["nvml_sm_clock_mhz"] < CLOCK_HELD * top:
-        return "clock"
-    return "none"
+    return "clock" if top else "none"
 
 
 def _limit_text(rec: dict | None, device: dict) -> str:
