@@ -1,0 +1,168 @@
+"""The layout-fit rule: every copy it accepts is checked by running the instruction it names in
+the emulator; every reason it gives for declining has a case that must produce it."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ptxlab.cli import main as cli_main
+from ptxlab.model import emulator
+from ptxlab.model.cute_layout import LayoutSyntaxError, parse_layout
+from ptxlab.model.layout_fit import fit_copy
+
+# (thread, value) -> tile element of the m8n8 fragment in an 8 x 8*num tile (CuTe's column-major
+# element index m + 8*n): lane t holds row t//4, columns 2*(t%4)+{0,1} of each 8x8 block.
+FRAG = {1: "((4,8),2):((16,1),8)", 2: "((4,8),(2,2)):((16,1),(8,64))",
+        4: "((4,8),(2,4)):((16,1),(8,64))"}
+# The same fragment when the tile is seen transposed (lane t holds column t//4): the mma B side.
+FRAG_T = {1: "((4,8),2):((2,8),1)", 2: "((4,8),(2,2)):((2,16),(1,8))"}  # 8x8, 16x8 tiles
+
+
+def _run(fit, reg: str, smem: str, seed: int = 0) -> None:
+    """Run the fit's instruction(s) in the emulator and compare every lane's values with the
+    tile elements the two layouts name."""
+    reg_l, smem_l = parse_layout(reg), parse_layout(smem)
+    rng = np.random.default_rng(seed)
+    span = int(smem_l.offsets().max()) + 1
+    values = rng.integers(0, 2**16, size=span, dtype=np.uint16)
+    lanes = np.arange(32)[:, None]
+    vals = np.arange(reg_l.mode(1).size)[None, :]
+    offsets = np.asarray(smem_l(reg_l(lanes + 32 * vals)))        # (32, V) element offsets
+    want = values[offsets]
+    num, per = fit.num, 2 * fit.num
+    size = 2 * span + 64
+    if fit.direction == "load":
+        mem = np.zeros(size, dtype=np.uint8)
+        mem[:2 * span] = values.view(np.uint8)
+        for i in range(fit.instructions):
+            regs = emulator.ldmatrix(mem, fit.addresses[i], num=num, trans=fit.trans)
+            got = emulator.unpack_b16(regs).reshape(32, per)
+            np.testing.assert_array_equal(got, want[:, i * per:(i + 1) * per],
+                                          err_msg=f"{fit.instruction} instruction {i}")
+    else:
+        mem = np.zeros(size, dtype=np.uint8)
+        for i in range(fit.instructions):
+            chunk = want[:, i * per:(i + 1) * per].reshape(32, num, 2)
+            regs = emulator.pack_b16(chunk[..., 0], chunk[..., 1])
+            emulator.stmatrix(mem, fit.addresses[i], regs, num=num, trans=fit.trans)
+        stored = mem[:2 * span].view("<u2")
+        np.testing.assert_array_equal(stored[offsets], want, err_msg=fit.instruction)
+
+
+@pytest.mark.parametrize("direction", ["load", "store"])
+@pytest.mark.parametrize("reg, smem, num, trans, n_instr", [
+    (FRAG[1], "(8,8):(8,1)", 1, False, 1),            # row-major 8x8
+    (FRAG[2], "(8,16):(16,1)", 2, False, 1),          # two blocks side by side
+    (FRAG[4], "(8,32):(32,1)", 4, False, 1),
+    (FRAG[4], "(8,32):(40,1)", 4, False, 1),          # padded rows (80 B pitch, 16-B aligned)
+    (FRAG[1], "(8,8):(1,8)", 1, True, 1),             # column-major: .trans
+    (FRAG[2], "(8,16):(1,8)", 2, True, 1),
+    (FRAG_T[1], "(8,8):(8,1)", 1, True, 1),           # the tile seen transposed
+    (FRAG_T[2], "(16,8):(8,1)", 2, True, 1),
+    ("((4,8),(2,8)):((16,1),(8,64))", "(8,64):(64,1)", 4, False, 2),   # two x4 per lane
+    ("((4,8),(2,2)):((16,1),(8,64))", "(8,(8,2)):(8,(1,128))", 2, False, 1),  # nested shared mode
+])
+def test_accepted_copies_run_as_the_instruction_named(direction, reg, smem, num, trans, n_instr):
+    fit = fit_copy(reg, smem, "f16", direction)
+    assert fit.fits, fit.message
+    assert (fit.num, fit.trans, fit.instructions) == (num, trans, n_instr)
+    op = "ldmatrix" if direction == "load" else "stmatrix"
+    assert fit.instruction == f"{op}.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16"
+    _run(fit, reg, smem)
+
+
+def test_widest_num_first_and_the_address_formula():
+    fit = fit_copy(FRAG[4], "(8,32):(32,1)")
+    assert fit.num == 4
+    assert fit.address_formula.startswith("addr(lane) = smem + 64 * (lane % 8) + 16 * (lane / 8)")
+    # the formula, evaluated, is the address list
+    lane = np.arange(32)
+    np.testing.assert_array_equal(fit.addresses[0], 64 * (lane % 8) + 16 * (lane // 8))
+    x2 = fit_copy(FRAG[2], "(8,16):(16,1)")
+    assert "16 * ((lane / 8) % 2)" in x2.address_formula
+    # lanes whose address x2 ignores repeat the lower lanes' (valid on sm_75 too)
+    np.testing.assert_array_equal(x2.addresses[0][16:], x2.addresses[0][:16])
+
+
+def test_tile_offset_in_the_formula():
+    # the tile starts 4 rows into a 16-row buffer of pitch 64 halves
+    reg = FRAG[1]
+    fit = fit_copy(reg, "(8,8):(64,1)")
+    assert fit.fits and "128 * (lane % 8)" in fit.address_formula
+
+
+@pytest.mark.parametrize("reg, smem, dtype, direction, target, reason, words", [
+    (FRAG[2], "(8,16):(16,1)", "f32", "load", None, "dtype", ["32-bit", "16-bit"]),
+    (FRAG[2], "(8,16):(16,1)", "f64", "store", None, "dtype", ["64-bit"]),
+    (FRAG[2], "(8,16):(16,1)", "fp16", "load", None, "dtype", ["unknown element type"]),
+    (FRAG[2], "(8,16):(16,1)", "f16", "store", "sm_80", "target", ["sm_90", "sm_80"]),
+    ("((4,8),3):((16,1),8)", "(8,24):(24,1)", "f16", "load", None, "values", ["3 value"]),
+    ("(16,2):(2,1)", "(8,4):(4,1)", "f16", "load", None, "register", ["32 threads"]),
+    # lane t holds elements t and t+32: a register's two halves are 4 columns apart
+    ("(32,2):(1,32)", "(8,8):(8,1)", "f16", "load", None, "register", ["fragment pattern"]),
+    # a fragment, but rows of the shared tile are 2 elements apart (a 16-byte row read with
+    # stride 2 elements): not contiguous
+    (FRAG[1], "(8,8):(16,2)", "f16", "load", None, "contiguous", ["16 contiguous bytes", "stride 1"]),
+    # row pitch 36 halves = 72 bytes: row 1 starts at byte 72
+    (FRAG[4], "(8,32):(36,1)", "f16", "load", None, "aligned", ["byte 72", "multiple of 16"]),
+    # column-major with a pitch of 12 halves: .trans rows not 16-byte aligned
+    (FRAG[1], "(8,8):(1,12)", "f16", "store", None, "aligned", ["byte 24"]),
+    # the register side names elements the shared tile does not have
+    (FRAG[2], "(8,8):(8,1)", "f16", "load", None, "register", ["outside the shared tile"]),
+])
+def test_declines_with_the_reason(reg, smem, dtype, direction, target, reason, words):
+    fit = fit_copy(reg, smem, dtype, direction, target)
+    assert not fit.fits and fit.reason == reason, (fit.reason, fit.message)
+    for w in words:
+        assert w in fit.message, fit.message
+    with pytest.raises(ValueError):
+        fit.ptx()
+
+
+def test_decline_names_the_lane_and_bytes():
+    fit = fit_copy(FRAG[1], "(8,8):(16,2)")
+    assert "lane 0 value 0 = tile (0,0)" in fit.message
+    assert "at byte 0" in fit.message and "at byte 4" in fit.message
+
+
+@pytest.mark.parametrize("text, shape, stride", [
+    ("(8,8):(1,8)", (8, 8), (1, 8)),
+    ("32:1", 32, 1),
+    ("((4,8),(2,2)):((16,1),(8,64))", ((4, 8), (2, 2)), ((16, 1), (8, 64))),
+    ("(_8, _16) : (_16, _1)", (8, 16), (16, 1)),
+])
+def test_parse(text, shape, stride):
+    lay = parse_layout(text)
+    assert (lay.shape, lay.stride) == (shape, stride)
+    assert parse_layout(str(lay)) == lay
+
+
+@pytest.mark.parametrize("text", ["(8,8)", "(8,8):(1,8", "(8,8):(1,(8,1))", "(8,0):(1,8)",
+                                  "(8,8):(1,8) x", "8:"])
+def test_parse_rejects(text):
+    with pytest.raises(LayoutSyntaxError):
+        parse_layout(text)
+
+
+def test_evaluation_matches_pycute():
+    pycute = pytest.importorskip("pycute")
+    for text in ["(8,8):(1,8)", "((4,8),(2,2)):((16,1),(8,64))", "(8,(8,2)):(8,(1,128))",
+                 "((8,4),128):((128,0),1)", "((4,8),(16,2,4)):((256,16),(1,128,1024))"]:
+        ours = parse_layout(text)
+        theirs = pycute.Layout(ours.shape, ours.stride)
+        assert [theirs(i) for i in range(ours.size)] == ours.offsets().tolist(), text
+
+
+def test_cli(capsys):
+    assert cli_main(["fit", FRAG[2], "(8,16):(1,8)"]) == 0
+    assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in capsys.readouterr().out
+    assert cli_main(["fit", FRAG[2], "(8,16):(16,1)", "--store", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["instruction"] == "stmatrix.sync.aligned.m8n8.x2.shared.b16"
+    assert len(data["addresses"][0]) == 32
+    assert cli_main(["fit", FRAG[2], "(8,16):(16,1)", "--dtype", "f32"]) == 1
+    assert "[dtype]" in capsys.readouterr().out
+    assert cli_main(["fit", FRAG[2], "(8,16"]) == 2
+    assert "shape:stride" in capsys.readouterr().err
