@@ -128,3 +128,14 @@ def test_lookup_and_caption():
     assert cute_atoms.copy_atom("ldmatrix", 2, False).name == "SM75_U32x2_LDSM_N"
     assert "SM80_16x8x16_F32F16F16F32_TN" in cute_atoms.caption(
         cute_atoms.mma_atom("m16n8k16", "f16", "f16", "f32", "f32"))
+
+
+def test_fragment_map_names_the_cute_atom():
+    widgets = pytest.importorskip("ptxlab.teach.widgets")
+    pytest.importorskip("ipywidgets")
+    html = widgets.FragmentMap(num=2, trans=False).html()
+    atom = cute_atoms.copy_atom("ldmatrix", 2, False)
+    assert atom.name in html and atom.register_side in html
+    assert "SM90_U32x2_STSM_N" in html
+    mma = widgets.FragmentMap(kind="mma operand B").html()
+    assert "SM80_16x8x16_F32F16F16F32_TN" in mma

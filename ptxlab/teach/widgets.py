@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..model import banks, layouts
+from ..model import banks, cute_atoms, layouts
 from . import render
 from .exercises import tiles
 
@@ -331,6 +331,22 @@ def _fragments() -> dict[str, Callable[..., layouts.FragmentLayout]]:
 FRAGMENTS = _fragments()
 
 
+def cute_atom_html(kind: str, num: int = 1, trans: bool = False,
+                   mma: tuple = ("m16n8k16", "f16", "f16", "f32", "f32")) -> str:
+    """One line under a fragment map: the CuTe atom(s) doing the same, with their layouts."""
+    if kind.startswith("ldmatrix"):
+        atoms = [cute_atoms.copy_atom(op, num, trans) for op in ("ldmatrix", "stmatrix")]
+    elif kind.startswith("movmatrix"):
+        atoms = [cute_atoms.copy_atom("movmatrix", 1, True)]
+    else:
+        atoms = [cute_atoms.mma_atom(*mma)]
+    lines = [render.escape(cute_atoms.caption(a)) for a in atoms if a is not None]
+    if not lines:
+        return ""
+    return ('<div style="font-size:12px;font-family:monospace;margin:2px 0">'
+            + "<br>".join(lines) + "</div>")
+
+
 class FragmentMap:
     """Which lane holds which element, for any instruction the course covers.
 
@@ -468,6 +484,8 @@ class FragmentMap:
         self.output.value = render.fragment_map_html(
             lay, selected_lane=None if lane < 0 else lane, wrong=wrong,
             row_label=names[0], col_label=names[1])
+        self.output.value += cute_atom_html(self.kind.value, int(self.num.value),
+                                            bool(self.trans.value), tuple(self.mma.value))
         self.lane_view.value = (render.lane_registers_html(
             lay, lane, coord_names=("matrix",) + names) if lane >= 0 else
             '<i style="font-size:12px">move the lane slider to see one lane\'s registers; '
