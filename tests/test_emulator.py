@@ -198,8 +198,10 @@ def test_bad_operands_are_clear():
         emulator.stmatrix(mem, np.arange(32) * 16, np.zeros((32, 2), np.uint32), num=4)
     with pytest.raises(BadOperand, match="raw register bits"):
         emulator.movmatrix(np.zeros(32, np.float32))
-    with pytest.raises(BadOperand, match="not modelled"):
-        emulator.ldmatrix(mem, np.zeros(32, int), shape="m16n16", dtype="b8")
+    with pytest.raises(BadOperand, match="requires .trans"):
+        emulator.ldmatrix(mem, np.zeros(32, int), num=1, shape="m16n16", dtype="b8")
+    with pytest.raises(BadOperand, match="m8n8 loads .b16"):
+        emulator.ldmatrix(mem, np.zeros(32, int), shape="m8n8", dtype="b8")
     with pytest.raises(BadOperand, match="needs 4 register"):
         emulator.mma("m16n8k16", np.zeros((32, 2), np.uint32), np.zeros((32, 2), np.uint32),
                      np.zeros((32, 4), np.uint32))

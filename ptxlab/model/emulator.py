@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import layouts, tensorcore
+from . import layouts, matrix_forms, tensorcore
 from .layouts import ROW_BYTES, WARP_SIZE
 
 __all__ = [
     "EmulatorError", "MisalignedAddress", "AddressOutOfRange", "BadOperand", "UndefinedResult",
     "ldmatrix", "stmatrix", "movmatrix", "mma", "ldmatrix_batch", "stmatrix_batch",
+    "ldmatrix_form", "stmatrix_form", "unpack_row_elements", "pack_row_elements",
     "pack_b16", "unpack_b16", "matrices_to_fragment", "fragment_to_matrices", "element_bits",
 ]
 
@@ -131,21 +132,26 @@ def _as_smem(smem, warps: int, writable: bool = False) -> np.ndarray:
     return view
 
 
-def _check_form(shape: str, dtype: str, num: int, what: str) -> None:
-    if shape != "m8n8" or dtype != "b16":
-        raise BadOperand(f"{what}.{shape}.{dtype} is not modelled: the course covers "
-                         f"{what}.m8n8 with .b16 (other shapes need sm_100a-class GPUs)")
+def _check_form(shape: str, dtype: str, num: int, what: str,
+                trans: bool = False) -> matrix_forms.MatrixForm:
+    """The validated form (the same rules, and messages, as the CPU model and ptxas)."""
     if num not in (1, 2, 4):
         raise BadOperand(f"{what} .num must be 1, 2 or 4 (x1/x2/x4), got {num!r}")
+    try:
+        return matrix_forms.form(what, shape=shape, num=num, trans=trans, dtype=dtype)
+    except matrix_forms.FormError as exc:
+        raise BadOperand(str(exc)) from None
 
 
-def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str) -> np.ndarray:
-    """The ``(W, 8*num)`` row addresses that the instruction uses, validated.
+def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str,
+                   rows_per_matrix: int = 8) -> np.ndarray:
+    """The ``(W, rows_per_matrix*num)`` row addresses that the instruction uses, validated.
 
-    Lanes at or above ``8*num`` are ignored, as on sm_90 (on sm_75 they must still be valid:
+    Lanes at or above that count are ignored, as on sm_90 (on sm_75 they must still be valid:
     see :func:`ptxlab.model.layouts.address_role`).
     """
-    rows = addrs[:, : 8 * num]
+    per = rows_per_matrix
+    rows = addrs[:, : per * num]
     if not (rows & (ROW_BYTES - 1)).any() and rows.min() >= 0 and rows.max() + ROW_BYTES <= smem_bytes:
         return rows
     bad = rows % ROW_BYTES != 0
@@ -154,7 +160,7 @@ def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str) -> n
         a = int(rows[w, lane])
         raise MisalignedAddress(
             f"{what} row address {a} (0x{a:x}) is not 16-byte aligned "
-            f"(it supplies row {lane % 8} of matrix {lane // 8}; {a} % 16 = {a % 16})",
+            f"(it supplies row {lane % per} of matrix {lane // per}; {a} % 16 = {a % 16})",
             lane=lane, warp=w if addrs.shape[0] > 1 else None, address=a)
     bad = (rows < 0) | (rows + ROW_BYTES > smem_bytes)
     if bad.any():
@@ -163,7 +169,7 @@ def _row_addresses(addrs: np.ndarray, num: int, smem_bytes: int, what: str) -> n
         raise AddressOutOfRange(
             f"{what} row address {a} (0x{a:x}) {'writes' if what == 'stmatrix' else 'reads'} "
             f"bytes {a}..{a + ROW_BYTES - 1}, outside "
-            f"shared memory of {smem_bytes} bytes (row {lane % 8} of matrix {lane // 8})",
+            f"shared memory of {smem_bytes} bytes (row {lane % per} of matrix {lane // per})",
             lane=lane, warp=w if addrs.shape[0] > 1 else None, address=a)
     return rows
 
@@ -237,8 +243,15 @@ def ldmatrix(smem: np.ndarray, addrs, num: int = 4, trans: bool = False, *,
 
     ``smem``: uint8 ``(S,)`` or ``(W, S)``; ``addrs``: ``(32,)`` or ``(W, 32)`` byte offsets.
     Returns ``(32, num)`` uint32 (or ``(W, 32, num)`` for a batch).
+
+    The sm_100a/sm_120a-class forms: ``shape="m16n16", dtype="b8"`` (``trans=True`` required;
+    ``num`` 1 or 2; returns ``2*num`` registers), ``shape="m16n16"`` or ``"m8n16"`` with
+    ``dtype="b6x16_p32"``/``"b4x16_p64"`` (packed sources, one element per byte); see
+    :func:`ldmatrix_form`.
     """
-    _check_form(shape, dtype, num, "ldmatrix")
+    f = _check_form(shape, dtype, num, "ldmatrix", trans)
+    if f.dtype != "b16":
+        return ldmatrix_form(smem, addrs, f)
     a, batched = _as_addresses(addrs)
     mem = _as_smem(smem, a.shape[0])
     rows = _row_addresses(a, num, mem.shape[1], "ldmatrix")        # (W, 8*num)
@@ -275,10 +288,15 @@ def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *
              shape: str = "m8n8", dtype: str = "b16") -> None:
     """``stmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16``: writes ``smem`` in place.
 
+    ``shape="m16n8", dtype="b8", trans=True``: the sm_100a/sm_120a-class 8-bit form (see
+    :func:`stmatrix_form`).
+
     Two lanes naming the same row would make the stored bytes depend on an order the PTX ISA
     does not define, so that raises :class:`UndefinedResult`.
     """
-    _check_form(shape, dtype, num, "stmatrix")
+    f = _check_form(shape, dtype, num, "stmatrix", trans)
+    if f.dtype != "b16":
+        return stmatrix_form(smem, addrs, regs, f)
     a, batched = _as_addresses(addrs)
     r = _as_registers(regs, "regs", num)
     if r.shape[0] != a.shape[0]:
@@ -310,6 +328,114 @@ def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *
 def stmatrix_batch(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False) -> None:
     """Many warps at once, one shared buffer per warp: ``smem (W, S)``, ``addrs (W, 32)``."""
     stmatrix(smem, addrs, regs, num, trans)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every form, driven by its byte map (the .b8 and packed forms of sm_100a/sm_120a-class GPUs)
+# ---------------------------------------------------------------------------------------------
+
+def _form_rows(f: matrix_forms.MatrixForm, addrs, smem, writable: bool):
+    a, batched = _as_addresses(addrs)
+    mem = _as_smem(smem, a.shape[0], writable=writable)
+    rows = _row_addresses(a, f.num, mem.shape[1], f.op, f.rows_per_matrix)
+    bm = matrix_forms.byte_map(f)                                   # (32, regs, 4, 3)
+    src_lane = bm[..., 0] * f.rows_per_matrix + bm[..., 1]          # address lane of each byte
+    return a, batched, mem, rows, src_lane, bm[..., 2]
+
+
+def _take(mem: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``mem[w, idx[w]]`` for ``mem (1 or W, S)`` and ``idx (W, ...)``."""
+    if mem.shape[0] == 1:
+        return mem[0][idx]
+    return np.take_along_axis(mem, idx.reshape(idx.shape[0], -1), axis=1).reshape(idx.shape)
+
+
+def unpack_row_elements(row_bytes: np.ndarray, dtype: str) -> np.ndarray:
+    """The 16 elements of packed 16-byte rows ``(..., 16)`` uint8 -> ``(..., 16)`` uint8.
+
+    ``b4x16_p64``: element ``i`` is bits ``4i .. 4i+3`` of bytes 0..7 read little-endian (the
+    low nibble of byte 0 first); bytes 8..15 are padding. ``b6x16_p32``: element ``i`` is bits
+    ``6i .. 6i+5`` of bytes 0..11; bytes 12..15 are padding. Each element lands zero-extended in
+    the low bits of its byte. The ISA states the element and padding sizes only: this bit order
+    and the position of the padding are the model's assumption (docs/blackwell_forms.md).
+    """
+    bits, data_bytes = matrix_forms.PACKED_FORMATS[dtype]
+    r = np.asarray(row_bytes, dtype=np.uint8)
+    words = np.zeros(r.shape[:-1], dtype=np.uint64)
+    for i in range(data_bytes):
+        words |= r[..., i].astype(np.uint64) << np.uint64(8 * i)
+    shifts = (np.arange(16, dtype=np.uint64) * np.uint64(bits))
+    return ((words[..., None] >> shifts) & np.uint64((1 << bits) - 1)).astype(np.uint8)
+
+
+def pack_row_elements(elements: np.ndarray, dtype: str) -> np.ndarray:
+    """Inverse of :func:`unpack_row_elements`: ``(..., 16)`` element values -> 16-byte rows
+    (padding bytes zero). Values must fit the element width."""
+    bits, data_bytes = matrix_forms.PACKED_FORMATS[dtype]
+    e = np.asarray(elements).astype(np.uint64)
+    if e.shape[-1] != 16:
+        raise BadOperand(f"a packed row holds 16 elements, got {e.shape[-1]}")
+    if e.size and int(e.max()) >= (1 << bits):
+        raise BadOperand(f"{dtype} elements are {bits}-bit: values must be < {1 << bits}")
+    shifts = np.arange(16, dtype=np.uint64) * np.uint64(bits)
+    words = np.bitwise_or.reduce(e << shifts, axis=-1)
+    out = np.zeros(e.shape[:-1] + (16,), dtype=np.uint8)
+    for i in range(data_bytes):
+        out[..., i] = ((words >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.uint8)
+    return out
+
+
+def ldmatrix_form(smem: np.ndarray, addrs, f: matrix_forms.MatrixForm) -> np.ndarray:
+    """Any ldmatrix form, read through :func:`ptxlab.model.matrix_forms.byte_map`.
+
+    Returns ``(32, f.regs)`` uint32 (or ``(W, 32, f.regs)``). Packed sources are unpacked one
+    element per byte (see :func:`unpack_row_elements`).
+    """
+    if f.op != "ldmatrix":
+        raise BadOperand(f"{f.ptx} is not an ldmatrix form")
+    a, batched, mem, rows, src_lane, col = _form_rows(f, addrs, smem, writable=False)
+    starts = rows[:, src_lane]                                      # (W, 32, regs, 4)
+    if f.packed:
+        row_idx = rows[..., None] + np.arange(ROW_BYTES)            # (W, n, 16)
+        elems = unpack_row_elements(_take(mem, row_idx), f.dtype)   # (W, n, 16)
+        w_idx = np.arange(a.shape[0])[:, None, None, None]
+        vals = elems[w_idx, src_lane[None], col[None]]              # (W, 32, regs, 4)
+    else:
+        vals = _take(mem, starts + col[None])
+    vals = vals.astype(np.uint32)
+    out = (vals[..., 0] | (vals[..., 1] << 8) | (vals[..., 2] << 16) | (vals[..., 3] << 24))
+    out = out.astype(np.uint32)
+    return out if batched else out[0]
+
+
+def stmatrix_form(smem: np.ndarray, addrs, regs, f: matrix_forms.MatrixForm) -> None:
+    """Any stmatrix form, written through :func:`ptxlab.model.matrix_forms.byte_map`.
+
+    Two lanes naming the same row raise :class:`UndefinedResult`, as for the m8n8 form.
+    """
+    if f.op != "stmatrix":
+        raise BadOperand(f"{f.ptx} is not a stmatrix form")
+    a, batched = _as_addresses(addrs)
+    r = _as_registers(regs, "regs", f.regs)
+    if r.shape[0] != a.shape[0]:
+        raise BadOperand(f"regs is for {r.shape[0]} warp(s) but addrs for {a.shape[0]}")
+    a, batched, mem, rows, src_lane, col = _form_rows(f, addrs, smem, writable=True)
+    if mem.shape[0] == 1 and a.shape[0] > 1:
+        raise BadOperand("a batch of stmatrix warps needs one shared buffer per warp: (W, S)")
+    srt = np.sort(rows, axis=1)
+    dup = srt[:, 1:] == srt[:, :-1]
+    if dup.any():
+        w, i = map(int, np.argwhere(dup)[0])
+        addr = int(srt[w, i])
+        lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
+        raise UndefinedResult(
+            f"stmatrix lanes {lanes} all store a row at address {addr}; which one wins is "
+            "undefined", lane=lanes[1], warp=w if batched else None, address=addr)
+    shifts = np.arange(4, dtype=np.uint32) * np.uint32(8)
+    data = ((r[..., None] >> shifts) & np.uint32(0xFF)).astype(np.uint8)   # (W, 32, regs, 4)
+    dst = rows[:, src_lane] + col[None]                             # (W, 32, regs, 4)
+    w_idx = np.arange(a.shape[0])[:, None, None, None]
+    mem[w_idx, dst] = data
 
 
 # ---------------------------------------------------------------------------------------------

@@ -164,6 +164,75 @@ def _check_num(num: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# The 8-bit forms of sm_100a/sm_110a/sm_120a-class GPUs (ldmatrix .m16n16/.m8n16, stmatrix .m16n8)
+#
+# Coordinates are those of shared memory: ``(matrix, row, col)`` where ``row`` is the 16-byte
+# row named by one lane's address (see ptxlab.model.matrix_forms.address_lanes) and ``col`` the
+# byte within it (for the packed 6-/4-bit sources: the element within it). One element = one
+# byte of a register, lowest byte first. Cross-checked with CuTe's SM100 LDSM/STSM traits in
+# tests/test_cute_sm100.py.
+# ---------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def ldmatrix_m16n16_fragment(num: int = 1) -> FragmentLayout:
+    """Register side of ``ldmatrix.sync.aligned.m16n16.x{num}.trans.shared.b8`` (and of the
+    packed ``.b8x16.b6x16_p32``/``.b4x16_p64`` sources, one element per byte).
+
+    Matrix ``m`` is 16 rows of 16 bytes and uses registers ``2m`` and ``2m+1``. With ``.trans``
+    (mandatory) lane ``t`` receives *column* ``t // 4`` (register ``2m``) and column
+    ``t // 4 + 8`` (register ``2m+1``) of the stored matrix, rows ``4*(t%4) .. 4*(t%4)+3`` in
+    bytes 0..3: the PTX ISA's "4 consecutive columns across 2 rows" of the transposed matrix.
+    """
+    if num not in (1, 2):
+        raise ValueError(f"ldmatrix .m16n16 exists only as .x1 and .x2, got x{num}")
+    coords = np.zeros((WARP_SIZE, 2 * num, 4, 3), dtype=np.int64)
+    for lane in range(WARP_SIZE):
+        g, t = lane // 4, lane % 4
+        for reg in range(2 * num):
+            for byte in range(4):
+                coords[lane, reg, byte] = (reg // 2, 4 * t + byte, g + 8 * (reg % 2))
+    return _check_bijective(FragmentLayout(f"ldmatrix.m16n16.x{num}.trans.b8", num, 16, 16, 8,
+                                           coords))
+
+
+@lru_cache(maxsize=None)
+def ldmatrix_m8n16_fragment(num: int = 4) -> FragmentLayout:
+    """Register side of ``ldmatrix.sync.aligned.m8n16.x{num}.shared.b8x16.{b6x16_p32,b4x16_p64}``.
+
+    Matrix ``i`` (register ``i``) is 8 rows of 16 packed elements; lane ``t`` receives row
+    ``t // 4``, elements ``4*(t%4) .. 4*(t%4)+3``, one per byte (no ``.trans`` form exists).
+    """
+    _check_num(num)
+    coords = np.zeros((WARP_SIZE, num, 4, 3), dtype=np.int64)
+    for lane in range(WARP_SIZE):
+        for reg in range(num):
+            for byte in range(4):
+                coords[lane, reg, byte] = (reg, lane // 4, 4 * (lane % 4) + byte)
+    return _check_bijective(FragmentLayout(f"ldmatrix.m8n16.x{num}.b8x16", num, 8, 16, 8, coords))
+
+
+@lru_cache(maxsize=None)
+def stmatrix_m16n8_fragment(num: int = 4) -> FragmentLayout:
+    """Register side of ``stmatrix.sync.aligned.m16n8.x{num}.trans.shared.b8``.
+
+    Register ``i`` of every lane holds a piece of a 16x8 byte matrix ``A_i`` as an mma
+    accumulator-like fragment: lane ``t`` byte ``b`` is ``A_i[t//4 + 8*(b//2)][2*(t%4) + b%2]``.
+    ``.trans`` (mandatory) stores ``A_i`` transposed: 8 rows of 16 bytes, row ``j`` (named by
+    lane ``8i + j``) holding column ``j`` of ``A_i``. In shared-memory coordinates lane ``t``
+    byte ``b`` goes to row ``2*(t%4) + b%2``, byte ``t//4 + 8*(b//2)``.
+    """
+    _check_num(num)
+    coords = np.zeros((WARP_SIZE, num, 4, 3), dtype=np.int64)
+    for lane in range(WARP_SIZE):
+        g, t = lane // 4, lane % 4
+        for reg in range(num):
+            for byte in range(4):
+                coords[lane, reg, byte] = (reg, 2 * t + byte % 2, g + 8 * (byte // 2))
+    return _check_bijective(FragmentLayout(f"stmatrix.m16n8.x{num}.trans.b8", num, 8, 16, 8,
+                                           coords))
+
+
+# ---------------------------------------------------------------------------------------------
 # mma.sync fragments
 # ---------------------------------------------------------------------------------------------
 

@@ -264,7 +264,10 @@ def _include_signature(options: tuple[str, ...]) -> str:
 
 
 def _full_options(options: tuple[str, ...], line_info: bool) -> tuple[str, ...]:
-    opts = [f"--gpu-architecture={TARGET_ARCH}"]
+    """The compiler's options: ``compute_90`` unless the caller names an architecture (e.g.
+    ``--gpu-architecture=compute_100a`` for the sm_100a-class ldmatrix/stmatrix forms)."""
+    named = any(o.startswith(("--gpu-architecture", "-arch")) for o in options)
+    opts = [] if named else [f"--gpu-architecture={TARGET_ARCH}"]
     if line_info:
         opts.append("-lineinfo")
     opts += list(options)
@@ -287,7 +290,8 @@ _MEMORY_CACHE: dict[str, str] = {}
 
 def compile_to_ptx(source: str, options: tuple[str, ...] = (), *, name: str = "kernel.cu",
                    line_info: bool = True, use_cache: bool = True) -> str:
-    """PTX text of ``source`` for ``compute_90``; raises :class:`CompileError` with the log."""
+    """PTX text of ``source`` for ``compute_90`` (or the architecture ``options`` name); raises
+    :class:`CompileError` with the log."""
     compiler = find_compiler()
     opts = _full_options(tuple(options), line_info)
     key = cache_key(source, opts, name, compiler)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....model import emulator, layouts
+from ....model import emulator, layouts, matrix_forms
 from ..interpreter import lanes_of, mask_bits
 from ..memory import SHARED_START, SHARED_WINDOW, WINDOW_SIZE, LaneFault
 from ..parser import Pair, Reg, Vec
@@ -30,23 +30,19 @@ def _regs(op) -> list:
 # ldmatrix / stmatrix: row addresses into the block's shared memory
 # ---------------------------------------------------------------------------------------------
 
-def _matrix_form(ins, cx, what: str) -> tuple[int, bool, str]:
-    """``(num, trans, space)`` of an ldmatrix/stmatrix, refusing forms the model lacks."""
-    mods = list(ins.mods)
-    if "sync" not in mods or "aligned" not in mods:
-        raise cx.error(f"{ins.full_opcode}: {what} needs .sync.aligned")
-    shape = next((m for m in mods if m.startswith("m") and "n" in m and m[1:2].isdigit()), None)
-    if shape != "m8n8" or "b16" not in mods:
-        raise Unsupported(f"{ins.full_opcode}: only {what}.sync.aligned.m8n8{{.x1,.x2,.x4}}"
-                          "{.trans}.shared.b16 is modelled")
-    num = next((int(m[1:]) for m in mods if m in ("x1", "x2", "x4")), None)
-    if num is None:
-        raise cx.error(f"{ins.full_opcode}: {what} needs .x1, .x2 or .x4")
-    space = "generic"
-    for m in mods:
-        if m.split("::")[0] == "shared":
-            space = "shared"
-    return num, "trans" in mods, space
+def _matrix_form(ins, cx, what: str) -> matrix_forms.MatrixForm:
+    """The form of an ldmatrix/stmatrix/movmatrix, checked as ptxas checks it: the form must
+    exist, and the module's ``.target``/``.version`` must allow it."""
+    try:
+        f = matrix_forms.parse_form(ins.full_opcode)
+        module = cx.program.module
+        if module.target and module.version:
+            matrix_forms.check_target(f, module.target, module.version)
+    except matrix_forms.FormError as exc:
+        raise cx.error(str(exc)) from None
+    if f.op != what:
+        raise cx.error(f"{ins.full_opcode}: expected a {what} form")
+    return f
 
 
 #: The lanes that give row addresses, in order (lane i gives row i).
@@ -72,30 +68,32 @@ def _shared_offsets(get_addr, space: str, what):
 
 
 def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
-    """``(num, trans, registers, offsets, site)`` of an ldmatrix/stmatrix: the register operands
-    (checked against ``.num``), a getter of the lanes' shared-memory offsets, and the access
+    """``(form, registers, offsets, site)`` of an ldmatrix/stmatrix: the register operands
+    (checked against the form), a getter of the lanes' shared-memory offsets, and the access
     site racecheck names."""
-    num, trans, space = _matrix_form(ins, cx, what)
+    f = _matrix_form(ins, cx, what)
     regs = _regs(ins.operands[regs_at])
-    if len(regs) != num:
-        raise cx.error(f"{what} .x{num} needs {num} register(s) in braces, got {len(regs)}")
-    _, get_addr = cx.address(ins.operands[addr_at], space if space == "shared" else "generic")
+    if len(regs) != f.regs:
+        raise cx.error(f"{ins.full_opcode}: this form moves {f.regs} register(s) per lane, so it "
+                       f"needs {f.regs} register(s) in braces, got {len(regs)}")
+    space = "shared" if f.space.startswith("shared") else "generic"
+    _, get_addr = cx.address(ins.operands[addr_at], space)
     site = Site(ins)
-    return num, trans, regs, _shared_offsets(get_addr, space, site), site
+    return f, regs, _shared_offsets(get_addr, space, site), site
 
 
 @handles("ldmatrix")
 def ldmatrix(ins, cx):
-    num, trans, dsts, offsets, site = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
+    f, dsts, offsets, site = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
     sets = [cx.dst(d, "b32") for d in dsts]
+    n = f.address_lane_count
 
     def fn(w, m):
         rows = offsets(w)
-        w.spaces.check_shared_rows(rows[:8 * num], _ROW_LANES[:8 * num], site)
-        regs = emulator.ldmatrix(w.spaces.shared_bytes(), rows, num=num, trans=trans)
-        if w.spaces.race is not None:      # lanes 0 .. 8*num-1 give the 16-byte rows
-            w.spaces.race.read(w.index, _ROW_LANES[:8 * num], rows[:8 * num] - SHARED_START, 16,
-                               site)
+        w.spaces.check_shared_rows(rows[:n], _ROW_LANES[:n], site)
+        regs = emulator.ldmatrix_form(w.spaces.shared_bytes(), rows, f)
+        if w.spaces.race is not None:      # lanes 0 .. n-1 give the 16-byte rows
+            w.spaces.race.read(w.index, _ROW_LANES[:n], rows[:n] - SHARED_START, 16, site)
         for i, s in enumerate(sets):
             s(w, regs[:, i].copy(), m)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
@@ -103,17 +101,17 @@ def ldmatrix(ins, cx):
 
 @handles("stmatrix")
 def stmatrix(ins, cx):
-    num, trans, srcs, offsets, site = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
+    f, srcs, offsets, site = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
     gets = [cx.src(s, "b32") for s in srcs]
+    n = f.address_lane_count
 
     def fn(w, m):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
         rows = offsets(w)
-        w.spaces.check_shared_rows(rows[:8 * num], _ROW_LANES[:8 * num], site)
-        emulator.stmatrix(w.spaces.shared_bytes(), rows, regs, num=num, trans=trans)
+        w.spaces.check_shared_rows(rows[:n], _ROW_LANES[:n], site)
+        emulator.stmatrix_form(w.spaces.shared_bytes(), rows, regs, f)
         if w.spaces.race is not None:      # after the emulator checked every row address
-            w.spaces.race.write(w.index, _ROW_LANES[:8 * num], rows[:8 * num] - SHARED_START, 16,
-                                site)
+            w.spaces.race.write(w.index, _ROW_LANES[:n], rows[:n] - SHARED_START, 16, site)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
 
 
