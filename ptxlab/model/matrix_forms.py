@@ -178,25 +178,29 @@ def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
         raise FormError(f"{opcode}: {op} needs one of .x1, .x2, .x4")
     num = nums[0]
     types = [x for x in mods if x in ("b16", "b8", "b8x16", *PACKED_FORMATS)]
-    fix = f" (e.g. {_example(op, shape)})" if _example(op, shape) else ""
+    with_trans = _insert_after_num(opcode, "trans")
     if op == "stmatrix":
         if shape not in ("m8n8", "m16n8"):
-            raise FormError(f"{opcode}: stmatrix has shapes .m8n8 (.b16) and .m16n8 (.b8, "
-                            f"with .trans); .{shape} is not one of them")
+            raise FormError(f"{opcode}: stmatrix has no .{shape} shape: use .m8n8 with .b16 or "
+                            f".m16n8.trans with .b8 (stmatrix.sync.aligned.m16n8.x{num}.trans."
+                            f"shared.b8)")
         if shape == "m8n8":
             if types != ["b16"]:
                 raise FormError(f"{opcode}: stmatrix.m8n8 stores .b16 elements; for 8-bit "
                                 f"elements use stmatrix.sync.aligned.m16n8.x{num}.trans.shared.b8")
             return MatrixForm(op, shape, num, trans, "b16", space)
         if types != ["b8"]:
-            raise FormError(f"{opcode}: stmatrix.m16n8 stores .b8 elements{fix}")
+            raise FormError(f"{opcode}: stmatrix.m16n8 stores .b8 elements: write "
+                            f"stmatrix.sync.aligned.m16n8.x{num}.trans.shared.b8 (16-bit "
+                            f"elements use .m8n8.b16)")
         if not trans:
-            raise FormError(f"{opcode}: stmatrix with shape .m16n8 requires .trans{fix}")
+            raise FormError(f"{opcode}: stmatrix with shape .m16n8 requires .trans: write "
+                            f"{with_trans}")
         return MatrixForm(op, shape, num, True, "b8", space)
     # ldmatrix
     if shape == "m16n8":
-        raise FormError(f"{opcode}: .m16n8 is a stmatrix shape; ldmatrix has .m8n8 (.b16), "
-                        ".m16n16 (.b8 or packed, with .trans) and .m8n16 (packed)")
+        raise FormError(f"{opcode}: .m16n8 is a stmatrix shape; for ldmatrix use .m8n8 (.b16), "
+                        ".m16n16 (.b8 or packed, with .trans) or .m8n16 (packed)")
     packed = [x for x in types if x in PACKED_FORMATS]
     if packed:
         if types != ["b8x16", packed[0]] and sorted(types) != sorted(["b8x16", packed[0]]):
@@ -223,21 +227,23 @@ def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
             raise FormError(f"{opcode}: ldmatrix.m16n16 exists only as .x1 and .x2 "
                             f"(four registers already hold two 16x16 matrices)")
         if not trans:
-            raise FormError(f"{opcode}: ldmatrix with shape .m16n16 requires .trans{fix}")
+            raise FormError(f"{opcode}: ldmatrix with shape .m16n16 requires .trans: write "
+                            f"{with_trans}")
     else:  # m8n16
         if not packed:
             raise FormError(f"{opcode}: ldmatrix.m8n16 loads packed elements only: "
                             f"write .b8x16.b6x16_p32 or .b8x16.b4x16_p64 (8-bit elements use "
                             f".m16n16.trans.b8)")
         if trans:
-            raise FormError(f"{opcode}: .trans is not allowed with shape .m8n16; remove it "
-                            f"(a transposed packed load is .m16n16.x1/.x2.trans)")
+            raise FormError(f"{opcode}: .trans is not allowed with shape .m8n16; remove it: write "
+                            f"{opcode.replace('.trans', '')} (a transposed packed load is "
+                            f".m16n16.x1/.x2.trans)")
     return MatrixForm(op, shape, num, trans, dtype, space)
 
 
-def _example(op: str, shape: str) -> str:
-    return {("ldmatrix", "m16n16"): "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8",
-            ("stmatrix", "m16n8"): "stmatrix.sync.aligned.m16n8.x1.trans.shared.b8"}.get((op, shape), "")
+def _insert_after_num(opcode: str, qualifier: str) -> str:
+    """``opcode`` with ``.qualifier`` added after its ``.xN`` (the corrected spelling to show)."""
+    return re.sub(r"\.(x[124])(?=\.|$)", rf".\1.{qualifier}", opcode, count=1)
 
 
 def _check_operands(rest: str, f: MatrixForm, opcode: str) -> None:
@@ -344,14 +350,16 @@ def check_target(f: MatrixForm, target: str, version: str) -> None:
                 f"and sm_90 refuse them): compile for one, e.g. nvcc -arch=sm_100a, or the "
                 f"option --gpu-architecture=compute_100a")
         if ver < (8, 6):
-            raise FormError(f"{where}({feature}) requires PTX ISA .version 8.6 or later")
+            raise FormError(f"{where}({feature}) requires PTX ISA .version 8.6 or later: write "
+                            f".version 8.6")
         return
     min_sm, min_ver = _requirements(f)
     if sm < min_sm:
         raise FormError(f"{where}is not supported on .target {name}: it needs sm_{min_sm} "
-                        f"or newer")
+                        f"or newer (write .target sm_{min_sm} or later)")
     if ver < min_ver:
-        raise FormError(f"{where}requires PTX ISA .version {min_ver[0]}.{min_ver[1]} or later")
+        raise FormError(f"{where}requires PTX ISA .version {min_ver[0]}.{min_ver[1]} or later: "
+                        f"write .version {min_ver[0]}.{min_ver[1]}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -123,6 +123,7 @@ def movmatrix(ins, cx):
         missing = sorted({"sync", "aligned", "m8n8", "trans", "b16"} - mods)
         raise cx.error(f"{ins.full_opcode}: .{', .'.join(missing)} required for instruction "
                        "'movmatrix' (the only form is movmatrix.sync.aligned.m8n8.trans.b16)")
+    _matrix_form(ins, cx, "movmatrix")      # the .target/.version gate (sm_75, PTX ISA 7.8)
     d = cx.dst(ins.operands[0], "b32")
     a = cx.src(ins.operands[1], "b32")
 
