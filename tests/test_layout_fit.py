@@ -25,29 +25,35 @@ def _run(fit, reg: str, smem: str, seed: int = 0) -> None:
     tile elements the two layouts name."""
     reg_l, smem_l = parse_layout(reg), parse_layout(smem)
     rng = np.random.default_rng(seed)
-    span = int(smem_l.offsets().max()) + 1
-    values = rng.integers(0, 2**16, size=span, dtype=np.uint16)
+    slot = fit.form.slot_bytes
+    elem = {2: "<u2", 1: np.uint8}[slot]
+    span = -(-(int(smem_l.offsets().max()) + 1) // 16) * 16      # whole 16-slot rows
+    top = 2 ** min(8 * slot, fit.form.elem_bits)      # packed 6/4-bit values fit their bits
+    values = rng.integers(0, top, size=span).astype(elem)
     lanes = np.arange(32)[:, None]
     vals = np.arange(reg_l.mode(1).size)[None, :]
     offsets = np.asarray(smem_l(reg_l(lanes + 32 * vals)))        # (32, V) element offsets
     want = values[offsets]
-    num, per = fit.num, 2 * fit.num
-    size = 2 * span + 64
+    regs_n = fit.form.byte_map(fit.num).shape[1]
+    per = regs_n * 4 // slot
+    kw = dict(num=fit.num, trans=fit.trans, shape=fit.form.shape, dtype=fit.form.dtype)
+    mem = np.zeros(slot * span + 64, dtype=np.uint8)
     if fit.direction == "load":
-        mem = np.zeros(size, dtype=np.uint8)
-        mem[:2 * span] = values.view(np.uint8)
+        if fit.form.dtype in ("b6x16_p32", "b4x16_p64"):   # 16 elements per 16-byte row
+            mem[:span] = emulator.pack_row_elements(values.reshape(-1, 16), fit.form.dtype).ravel()
+        else:
+            mem[:slot * span] = values.view(np.uint8)
         for i in range(fit.instructions):
-            regs = emulator.ldmatrix(mem, fit.addresses[i], num=num, trans=fit.trans)
-            got = emulator.unpack_b16(regs).reshape(32, per)
+            regs = emulator.ldmatrix(mem, fit.addresses[i], **kw)
+            got = np.ascontiguousarray(regs, dtype="<u4").view(elem).reshape(32, per)
             np.testing.assert_array_equal(got, want[:, i * per:(i + 1) * per],
                                           err_msg=f"{fit.instruction} instruction {i}")
     else:
-        mem = np.zeros(size, dtype=np.uint8)
         for i in range(fit.instructions):
-            chunk = want[:, i * per:(i + 1) * per].reshape(32, num, 2)
-            regs = emulator.pack_b16(chunk[..., 0], chunk[..., 1])
-            emulator.stmatrix(mem, fit.addresses[i], regs, num=num, trans=fit.trans)
-        stored = mem[:2 * span].view("<u2")
+            chunk = np.ascontiguousarray(want[:, i * per:(i + 1) * per])
+            regs = chunk.view("<u4").reshape(32, regs_n)
+            emulator.stmatrix(mem, fit.addresses[i], regs, **kw)
+        stored = mem[:slot * span].view(elem)
         np.testing.assert_array_equal(stored[offsets], want, err_msg=fit.instruction)
 
 
@@ -73,6 +79,43 @@ def test_accepted_copies_run_as_the_instruction_named(direction, reg, smem, num,
     _run(fit, reg, smem)
 
 
+# 8-bit tiles. ldmatrix m16n16 .trans: lane t byte b of register r holds stored row 4*(t%4)+b,
+# column t//4 + 8*(r%2) of matrix r//2; stored row-major 16x16 bytes, index m + 16*n.
+M16N16 = {1: "((4,8),(4,2)):((4,16),(1,128))", 2: "((4,8),(4,2,2)):((4,16),(1,128,256))"}
+# stmatrix m16n8 .trans: lane t byte b goes to stored row 2*(t%4)+b%2, column t//4 + 8*(b//2).
+M16N8 = {1: "((4,8),(2,2)):((2,8),(1,64))", 4: "((4,8),(2,2,4)):((2,8),(1,64,128))"}
+# ldmatrix m8n16 (packed sources): lane t byte b of register r is row t//4, element 4*(t%4)+b.
+M8N16 = {1: "((4,8),4):((32,1),8)", 2: "((4,8),(4,2)):((32,1),(8,128))"}
+
+
+@pytest.mark.parametrize("reg, smem, dtype, direction, instruction", [
+    (M16N16[1], "(16,16):(16,1)", "e4m3", "load", "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8"),
+    (M16N16[2], "(16,32):(32,1)", "u8", "load", "ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8"),
+    (M16N8[1], "(8,16):(16,1)", "s8", "store", "stmatrix.sync.aligned.m16n8.x1.trans.shared.b8"),
+    (M16N8[4], "(8,64):(64,1)", "b8", "store", "stmatrix.sync.aligned.m16n8.x4.trans.shared.b8"),
+    (M8N16[1], "(8,16):(16,1)", "e2m1", "load",
+     "ldmatrix.sync.aligned.m8n16.x1.shared.b8x16.b4x16_p64"),
+    (M8N16[2], "(8,32):(32,1)", "e3m2", "load",
+     "ldmatrix.sync.aligned.m8n16.x2.shared.b8x16.b6x16_p32"),
+])
+def test_blackwell_forms_fit_and_run(reg, smem, dtype, direction, instruction):
+    fit = fit_copy(reg, smem, dtype, direction)
+    assert fit.fits, fit.message
+    assert fit.instruction == instruction
+    _run(fit, reg, smem)
+    # an sm_90 GPU has none of them: the rule says which target to use instead
+    on_hopper = fit_copy(reg, smem, dtype, direction, target="sm_90")
+    assert on_hopper.reason == "target" and "sm_100a" in on_hopper.message
+
+
+def test_8bit_without_trans_declines():
+    """A byte tile read row by row (the fragment of m8n8 with bytes) has no form: 8-bit
+    ldmatrix exists only transposed (m16n16 .trans) and m8n16 only for packed sources."""
+    reg = "((4,8),(4,2)):((64,1),(8,256))"       # lane t: row t//4, bytes 4*(t%4)..+3
+    fit = fit_copy(reg, "(16,16):(16,1)", "u8")
+    assert not fit.fits and fit.reason in ("register", "contiguous"), fit.message
+
+
 def test_widest_num_first_and_the_address_formula():
     fit = fit_copy(FRAG[4], "(8,32):(32,1)")
     assert fit.num == 4
@@ -96,6 +139,7 @@ def test_tile_offset_in_the_formula():
 @pytest.mark.parametrize("reg, smem, dtype, direction, target, reason, words", [
     (FRAG[2], "(8,16):(16,1)", "f32", "load", None, "dtype", ["32-bit", "16-bit"]),
     (FRAG[2], "(8,16):(16,1)", "f64", "store", None, "dtype", ["64-bit"]),
+    (M8N16[1], "(8,16):(16,1)", "e2m1", "store", None, "dtype", ["4-bit"]),   # no packed store
     (FRAG[2], "(8,16):(16,1)", "fp16", "load", None, "dtype", ["unknown element type"]),
     (FRAG[2], "(8,16):(16,1)", "f16", "store", "sm_80", "target", ["sm_90", "sm_80"]),
     ("((4,8),3):((16,1),8)", "(8,24):(24,1)", "f16", "load", None, "values", ["3 value"]),
@@ -166,3 +210,12 @@ def test_cli(capsys):
     assert "[dtype]" in capsys.readouterr().out
     assert cli_main(["fit", FRAG[2], "(8,16"]) == 2
     assert "shape:stride" in capsys.readouterr().err
+
+
+def test_packed_b6_elements_past_bit_64_survive():
+    """A b6x16_p32 row has 96 data bits: elements 10..15 lie past the first 64 (bytes 8..11)."""
+    v = np.arange(16, dtype=np.uint8) * 4 + 3            # 3, 7, ..., 63: every bit pattern used
+    row = emulator.pack_row_elements(v, "b6x16_p32")
+    assert int.from_bytes(bytes(row[:12]), "little") >> 60 & 63 == v[10]
+    assert not row[12:].any()
+    np.testing.assert_array_equal(emulator.unpack_row_elements(row, "b6x16_p32"), v)

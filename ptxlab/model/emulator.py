@@ -361,11 +361,10 @@ def unpack_row_elements(row_bytes: np.ndarray, dtype: str) -> np.ndarray:
     """
     bits, data_bytes = matrix_forms.PACKED_FORMATS[dtype]
     r = np.asarray(row_bytes, dtype=np.uint8)
-    words = np.zeros(r.shape[:-1], dtype=np.uint64)
-    for i in range(data_bytes):
-        words |= r[..., i].astype(np.uint64) << np.uint64(8 * i)
-    shifts = (np.arange(16, dtype=np.uint64) * np.uint64(bits))
-    return ((words[..., None] >> shifts) & np.uint64((1 << bits) - 1)).astype(np.uint8)
+    # bit by bit: a b6x16_p32 row holds 96 data bits, more than one 64-bit word
+    data = np.unpackbits(r[..., :data_bytes], axis=-1, bitorder="little")
+    data = data.reshape(r.shape[:-1] + (16, bits)).astype(np.uint8)
+    return (data << np.arange(bits, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8)
 
 
 def pack_row_elements(elements: np.ndarray, dtype: str) -> np.ndarray:
@@ -377,11 +376,11 @@ def pack_row_elements(elements: np.ndarray, dtype: str) -> np.ndarray:
         raise BadOperand(f"a packed row holds 16 elements, got {e.shape[-1]}")
     if e.size and int(e.max()) >= (1 << bits):
         raise BadOperand(f"{dtype} elements are {bits}-bit: values must be < {1 << bits}")
-    shifts = np.arange(16, dtype=np.uint64) * np.uint64(bits)
-    words = np.bitwise_or.reduce(e << shifts, axis=-1)
+    elem_bits = (e[..., None] >> np.arange(bits, dtype=np.uint64)) & np.uint64(1)
+    data = np.packbits(elem_bits.astype(np.uint8).reshape(e.shape[:-1] + (16 * bits,)),
+                       axis=-1, bitorder="little")
     out = np.zeros(e.shape[:-1] + (16,), dtype=np.uint8)
-    for i in range(data_bytes):
-        out[..., i] = ((words >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.uint8)
+    out[..., :data_bytes] = data
     return out
 
 

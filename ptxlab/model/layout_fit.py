@@ -34,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import layouts
+from . import layouts, matrix_forms
 from .cute_layout import Layout, as_layout
 
 ROW_BYTES = layouts.ROW_BYTES
@@ -49,81 +49,64 @@ DTYPE_BITS: dict[str, int] = {
     "f64": 64, "b64": 64,
 }
 
-#: The order ``target`` values are ranked in (a form needing a later entry is declined).
-_TARGETS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_101a",
-            "sm_110a", "sm_120a")
+#: The PTX ISA version the target check assumes (the newest ptxas 13 knows): only the target
+#: decides which forms a copy may use.
+_NEWEST_VERSION = "9.0"
+
+
+#: The element type each ldmatrix/stmatrix ``.type`` (or packed source format) moves, in bits.
+_FORM_BITS = {"b16": 16, "b8": 8, "b6x16_p32": 6, "b4x16_p64": 4}
 
 
 @dataclass(frozen=True)
 class CopyForm:
-    """One ldmatrix/stmatrix form: its opcode text and its maps, read from ``layouts``.
+    """One ldmatrix/stmatrix form at every ``.num`` it has; the maps come from
+    :mod:`ptxlab.model.matrix_forms`, the one place that builds them.
 
     ``byte_map(num)[lane, reg, byte]`` is ``(matrix, row, col)`` of the shared-memory row byte
-    (or, for packed sources, element slot) that register byte goes to or comes from;
-    ``address_rows(num)[lane]`` is the ``(matrix, row)`` whose start address that lane supplies,
-    ``(-1, -1)`` where the lane's address is not used.
+    (for packed sources: element slot, 16 per 16-byte row) that register byte goes to or comes
+    from; ``address_rows(num)[lane]`` is the ``(matrix, row)`` whose start address that lane
+    supplies, ``(-1, -1)`` where the lane's address is not used.
     """
 
     opcode: str                 # "ldmatrix" | "stmatrix"
-    shape: str                  # "m8n8", ...
-    type_suffix: str            # "b16", "b8", "b8x16.b6x16_p32", ...
+    shape: str                  # "m8n8", "m16n16", "m8n16", "m16n8"
+    dtype: str                  # "b16", "b8", "b6x16_p32", "b4x16_p64"
     trans: bool
-    nums: tuple[int, ...]
-    elem_bits: int              # bits of one element as the learner names it
-    slot_bytes: int             # bytes of one element slot in a register (2 for b16, else 1)
-    target: str                 # the oldest target that has the form
-    rows_per_matrix: int = 8
+    nums: tuple[int, ...]       # widest first
+
+    @property
+    def elem_bits(self) -> int:
+        """Bits of one element as the learner names it (6 and 4 for the packed sources)."""
+        return _FORM_BITS[self.dtype]
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes of one element in a register (and of one element slot in a shared row)."""
+        return 2 if self.dtype == "b16" else 1
+
+    def matrix_form(self, num: int) -> matrix_forms.MatrixForm:
+        return matrix_forms.MatrixForm(self.opcode, self.shape, num, self.trans, self.dtype)
 
     def instruction(self, num: int) -> str:
-        return (f"{self.opcode}.sync.aligned.{self.shape}.x{num}"
-                f"{'.trans' if self.trans else ''}.shared.{self.type_suffix}")
+        return self.matrix_form(num).ptx
 
     def byte_map(self, num: int) -> np.ndarray:
-        return _byte_map(self, num)
+        return matrix_forms.byte_map(self.matrix_form(num))
 
     def address_rows(self, num: int) -> np.ndarray:
-        return _address_rows(self, num)
+        return matrix_forms.address_lanes(self.matrix_form(num))
 
 
 @lru_cache(maxsize=None)
-def _byte_map(form: CopyForm, num: int) -> np.ndarray:
-    frag = _fragment(form, num)
-    esz = frag.elem_bits // 8
-    lanes, regs, elems = frag.coords.shape[:3]
-    out = np.zeros((lanes, regs, 4, 3), dtype=np.int64)
-    for e in range(elems):
-        for k in range(esz):
-            out[:, :, e * esz + k, :2] = frag.coords[:, :, e, :2]
-            out[:, :, e * esz + k, 2] = frag.coords[:, :, e, 2] * esz + k
-    out.setflags(write=False)
-    return out
-
-
-def _fragment(form: CopyForm, num: int) -> layouts.FragmentLayout:
-    if form.shape == "m8n8" and form.type_suffix == "b16":
-        return (layouts.ldmatrix_fragment if form.opcode == "ldmatrix"
-                else layouts.stmatrix_fragment)(num, form.trans)
-    raise ValueError(f"no fragment data for {form.instruction(num)}")
-
-
-@lru_cache(maxsize=None)
-def _address_rows(form: CopyForm, num: int) -> np.ndarray:
-    out = np.full((layouts.WARP_SIZE, 2), -1, dtype=np.int64)
-    for lane in range(layouts.WARP_SIZE):
-        role = layouts.address_role(lane, num)
-        if role is not None:
-            out[lane] = role
-    out.setflags(write=False)
-    return out
-
-
 def copy_forms() -> tuple[CopyForm, ...]:
-    """Every ldmatrix/stmatrix form the model has fragment data for."""
-    forms = []
-    for opcode, target in (("ldmatrix", "sm_75"), ("stmatrix", "sm_90")):
-        for trans in (False, True):
-            forms.append(CopyForm(opcode, "m8n8", "b16", trans, (4, 2, 1), 16, 2, target))
-    return tuple(forms)
+    """Every ldmatrix/stmatrix form the model has, each with its ``.num`` values."""
+    nums: dict[tuple, list[int]] = {}
+    for f in matrix_forms.all_forms():
+        if f.op in ("ldmatrix", "stmatrix"):
+            nums.setdefault((f.op, f.shape, f.dtype, f.trans), []).append(f.num)
+    return tuple(CopyForm(op, shape, dtype, trans, tuple(sorted(n, reverse=True)))
+                 for (op, shape, dtype, trans), n in nums.items())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,12 +207,15 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
                                 f"has {op} forms for {', '.join(f'{w}-bit' for w in widths)} "
                                 f"elements only")
     if target is not None:
-        usable = [f for f in forms if _target_rank(f.target) <= _target_rank(target)]
-        if not usable:
-            need = sorted({f.target for f in forms}, key=_target_rank)[0]
-            return decline("target", f"{op} of {bits}-bit elements needs {need} or later; "
-                                     f"{target} has no such form")
-        forms = usable
+        refusals = {}
+        for f in forms:
+            try:
+                matrix_forms.check_target(f.matrix_form(f.nums[-1]), target, _NEWEST_VERSION)
+            except matrix_forms.FormError as exc:
+                refusals[f] = str(exc)
+        if len(refusals) == len(forms):
+            return decline("target", next(iter(refusals.values())))
+        forms = [f for f in forms if f not in refusals]
 
     if reg_l.rank != 2 or reg_l.mode(0).size != layouts.WARP_SIZE:
         return decline("register", f"the register side must be a (thread, value) layout with "
@@ -266,12 +252,6 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
                        a.form, a.num, int(a.bases.shape[0]), addrs, formula)
     best = max(attempts, key=lambda a: a.stage)  # first of the furthest (widest .num first)
     return decline(_STAGE_REASON[best.stage], best.message)
-
-
-def _target_rank(target: str) -> int:
-    if target not in _TARGETS:
-        raise ValueError(f"unknown target {target!r}; known: {', '.join(_TARGETS)}")
-    return _TARGETS.index(target)
 
 
 def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
