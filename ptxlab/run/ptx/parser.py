@@ -717,6 +717,15 @@ def _body_directive(fn: Function, text: str, line: int, scopes: _Scopes) -> None
     if first in (".reg", ".local", ".shared", ".param", ".global", ".const") or first.startswith(
             (".reg", ".local", ".shared", ".param")):
         decl = _parse_decl(text, line)
+        names = [n for n, _ in decl[1]] if isinstance(decl, tuple) else [d.name for d in decl]
+        for name in names:
+            if name in scopes.stack[-1]:
+                raise PtxSyntaxError(
+                    f"duplicate definition of variable '{name}' (ptxas: \"Duplicate definition "
+                    f"of variable\"): it is declared twice in one scope, as happens when an "
+                    f"inline-asm string that declares a .reg is expanded twice in a function; "
+                    f"wrap that asm string's body in {{ }} so each copy has its own scope",
+                    line, text)
         if isinstance(decl, tuple):
             for name, typ in decl[1]:
                 unique = scopes.declare(name)
