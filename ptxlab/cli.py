@@ -11,6 +11,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "open": ("ptxlab.teach.open_cli", "open the course in JupyterLab: your workspace of student "
                                       "notebooks (--instructor: the course source)"),
     "progress": ("ptxlab.teach.progress_cli", "your exercises: passed, attempted, not started"),
+    "layout": ("ptxlab.teach.layout_cli", "what an ldmatrix/stmatrix/movmatrix form does: which "
+                                          "lane gives which row address, which lane/register/byte "
+                                          "gets which row and column (old m8n8 and sm_100a-class "
+                                          ".b8/packed forms)"),
     "grade": ("ptxlab.grading.cli", "autograde every collected submission of an assignment"),
     "bench": ("ptxlab.bench.cli", "run the capstone benchmarks on a GPU and write a report"),
 }

@@ -122,10 +122,10 @@ def test_model_map_agrees_with_cute_sm100_atom(atom):
     t = traits[atom]
     if form.op == "ldmatrix":
         mem_side, reg_side = t["SrcLayout"], t["DstLayout"]
-        assert t["RefLayout"] is reg_side
     else:
         mem_side, reg_side = t["DstLayout"], t["SrcLayout"]
         assert not shuffle
+    assert t["RefLayout"] is reg_side          # CuTe's reference is the register side
     assert pycute.size(reg_side) == 32 * 32 * form.regs
     cute, row_lane = _map_from_cute(mem_side, reg_side, form.regs, shuffle)
 

@@ -359,12 +359,12 @@ def unpack_row_elements(row_bytes: np.ndarray, dtype: str) -> np.ndarray:
     the low bits of its byte. The ISA states the element and padding sizes only: this bit order
     and the position of the padding are the model's assumption (docs/blackwell_forms.md).
     """
-    bits, data_bytes = matrix_forms.PACKED_FORMATS[dtype]
-    r = np.asarray(row_bytes, dtype=np.uint8)
-    # bit by bit: a b6x16_p32 row holds 96 data bits, more than one 64-bit word
-    data = np.unpackbits(r[..., :data_bytes], axis=-1, bitorder="little")
-    data = data.reshape(r.shape[:-1] + (16, bits)).astype(np.uint8)
-    return (data << np.arange(bits, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8)
+    bits, _ = matrix_forms.PACKED_FORMATS[dtype]
+    r = np.asarray(row_bytes, dtype=np.uint8).astype(np.uint16)
+    first = np.arange(16) * bits                     # first bit of each element
+    lo, shift = first // 8, (first % 8).astype(np.uint16)
+    window = r[..., lo] | (r[..., lo + 1] << np.uint16(8))   # 16 bits hold any 6-bit element
+    return ((window >> shift) & np.uint16((1 << bits) - 1)).astype(np.uint8)
 
 
 def pack_row_elements(elements: np.ndarray, dtype: str) -> np.ndarray:
@@ -376,11 +376,13 @@ def pack_row_elements(elements: np.ndarray, dtype: str) -> np.ndarray:
         raise BadOperand(f"a packed row holds 16 elements, got {e.shape[-1]}")
     if e.size and int(e.max()) >= (1 << bits):
         raise BadOperand(f"{dtype} elements are {bits}-bit: values must be < {1 << bits}")
-    elem_bits = (e[..., None] >> np.arange(bits, dtype=np.uint64)) & np.uint64(1)
-    data = np.packbits(elem_bits.astype(np.uint8).reshape(e.shape[:-1] + (16 * bits,)),
-                       axis=-1, bitorder="little")
     out = np.zeros(e.shape[:-1] + (16,), dtype=np.uint8)
-    out[..., :data_bytes] = data
+    for i in range(16):
+        for k in range(bits):                        # bit k of element i -> bit bits*i + k
+            bit = bits * i + k
+            out[..., bit // 8] |= (((e[..., i] >> np.uint64(k)) & np.uint64(1))
+                                   << np.uint64(bit % 8)).astype(np.uint8)
+    assert bits * 16 <= 8 * data_bytes
     return out
 
 

@@ -24,7 +24,8 @@ from .layouts import WARP_SIZE
 
 __all__ = [
     "FormError", "MatrixForm", "parse_form", "form", "check_target", "byte_map",
-    "address_lanes", "all_forms", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
+    "address_lanes", "all_forms", "layout_record", "check_register_count",
+    "parse_mma", "mma_record", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
 ]
 
 #: Packed sub-byte source formats: bits per element and bytes of data in a 16-byte row (the rest
@@ -248,14 +249,19 @@ def _insert_after_num(opcode: str, qualifier: str) -> str:
 
 def _check_operands(rest: str, f: MatrixForm, opcode: str) -> None:
     braces = re.search(r"\{([^}]*)\}", rest)
-    if not braces:
-        return
-    n = len([x for x in braces.group(1).split(",") if x.strip()])
-    if n != f.regs:
-        raise FormError(f"{opcode}: this form moves {f.regs} register(s) per lane, so it needs "
-                        f"{{{', '.join(f'%r{i}' for i in range(f.regs))}}}; got {n}")
+    if braces:
+        check_register_count(f, len([x for x in braces.group(1).split(",") if x.strip()]),
+                             opcode)
 
 
+def check_register_count(f: MatrixForm, given: int, opcode: str = "") -> None:
+    """:class:`FormError` unless ``given`` registers are what ``f`` moves per lane."""
+    if given != f.regs:
+        raise FormError(f"{opcode or f.ptx}: this form moves {f.regs} register(s) per lane, so "
+                        f"it needs {{{', '.join(f'%r{i}' for i in range(f.regs))}}}; got {given}")
+
+
+@lru_cache(maxsize=256)
 def form(op: str = "ldmatrix", *, shape: str = "m8n8", num: int = 4, trans: bool = False,
          dtype: str = "b16", space: str = "shared") -> MatrixForm:
     """A form from keywords (the emulator's ``shape=``/``dtype=``), validated like PTX text.
@@ -429,3 +435,55 @@ def all_forms() -> list[MatrixForm]:
     for num in (1, 2, 4):
         out.append(MatrixForm("stmatrix", "m16n8", num, True, "b8"))
     return out
+
+
+def layout_record(f: MatrixForm) -> dict:
+    """The machine-readable map of a form (what ``ptxlab layout --json`` prints).
+
+    ``{"instruction": PTX opcode, "address_lane": 32 x ([matrix, row] or None),
+    "map": [lane][reg][byte 0..3] -> [matrix, row, col]}``, read from :func:`address_lanes` and
+    :func:`byte_map`.
+    """
+    roles = address_lanes(f)
+    return {
+        "instruction": f.ptx,
+        "address_lane": [None if m < 0 else [int(m), int(r)] for m, r in roles],
+        "map": byte_map(f).tolist(),
+    }
+
+
+def parse_mma(text: str) -> layouts.MmaForm:
+    """The mma variant of ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` (operands
+    optional), or :class:`FormError` naming the variants the model covers."""
+    m = _OPCODE.match(text)
+    opcode = m.group(1) if m else text.strip()
+    op, mods = _split_mods(opcode)
+    if op != "mma":
+        raise FormError(f"{opcode}: not an mma instruction")
+    if "sync" not in mods or "aligned" not in mods:
+        raise FormError(f"{opcode}: mma needs .sync.aligned (write mma.sync.aligned....)")
+    shapes = [x for x in mods if re.fullmatch(r"m\d+n\d+k\d+", x)]
+    types = [x for x in mods if x in layouts.TYPE_BITS]
+    if len(shapes) != 1 or len(types) != 4 or "row" not in mods or "col" not in mods:
+        covered = ", ".join(layouts.MmaForm(*v, a=None, b=None, c=None, d=None).ptx
+                            for v in layouts.MMA_VARIANTS)
+        raise FormError(f"{opcode}: write mma.sync.aligned.<shape>.row.col.<dtype>.<atype>."
+                        f"<btype>.<ctype>; the model covers {covered}")
+    dtype, atype, btype, ctype = types
+    try:
+        return layouts.mma_form(shapes[0], atype, btype, ctype, dtype)
+    except ValueError as exc:
+        raise FormError(f"{opcode}: {exc}") from None
+
+
+def mma_record(form: layouts.MmaForm) -> dict:
+    """The machine-readable fragments of an mma variant (``ptxlab layout --json`` for mma):
+    ``{"instruction", "address_lane": 32 x None (mma takes no address), "operands": {"A": ...,
+    "B": ..., "C": ..., "D": ...}}`` with each operand ``[lane][reg][elem] -> [row, col]``
+    (``elem`` counts the elements of one register, lowest bits first)."""
+    return {
+        "instruction": form.ptx,
+        "address_lane": [None] * WARP_SIZE,
+        "operands": {name: getattr(form, name.lower()).coords[..., 1:].tolist()
+                     for name in ("A", "B", "C", "D")},
+    }

@@ -73,9 +73,10 @@ def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
     site racecheck names."""
     f = _matrix_form(ins, cx, what)
     regs = _regs(ins.operands[regs_at])
-    if len(regs) != f.regs:
-        raise cx.error(f"{ins.full_opcode}: this form moves {f.regs} register(s) per lane, so it "
-                       f"needs {f.regs} register(s) in braces, got {len(regs)}")
+    try:
+        matrix_forms.check_register_count(f, len(regs), ins.full_opcode)
+    except matrix_forms.FormError as exc:
+        raise cx.error(str(exc)) from None
     space = "shared" if f.space.startswith("shared") else "generic"
     _, get_addr = cx.address(ins.operands[addr_at], space)
     site = Site(ins)
