@@ -580,10 +580,16 @@ def _parse_params(text: str, line: int) -> list[Param]:
         ptype = None
         name = None
         i = 0
+        pointee = False
         while i < len(toks):
             tok = toks[i]
-            if tok == ".align":
-                align = parse_int(toks[i + 1])
+            if tok == ".ptr":
+                # ".ptr [.space] .align N": N is the alignment of the data pointed to, not of
+                # the parameter (newer compilers write it on every pointer parameter)
+                pointee = True
+            elif tok == ".align":
+                if not pointee:
+                    align = parse_int(toks[i + 1])
                 i += 1
             elif tok.startswith(".") and tok[1:] in _TYPE_SIZES:
                 ptype = tok[1:]
