@@ -124,9 +124,9 @@ ex.m16n16_rows.grade(m16n16_rows, hidden=True)
 # %% [markdown]
 # ## Exercise 2 · which byte each lane receives
 #
-# For `ldmatrix.m16n16.x1.trans.b8`: byte `byte` (0 = least significant) of register `reg` of
-# `lane` holds which byte `(row, col)` of the stored matrix? Return `(row, col)`. (The hidden
-# tests use `.x2` too, where registers 2 and 3 hold the second matrix the same way.)
+# For `ldmatrix.m16n16.trans.b8`: byte `byte` (0 = least significant) of register `reg` of
+# `lane` holds which byte `(row, col)` of the stored matrix? Return `(row, col)`. (The check
+# uses `.x2` too, where registers 2 and 3 hold the second matrix the same way.)
 
 # %% solution id=received
 def received(lane, reg, byte):

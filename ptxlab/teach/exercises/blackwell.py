@@ -75,8 +75,9 @@ received = FragmentExercise(
     title="ldmatrix.m16n16.trans.b8: which stored byte is in (lane, reg, byte)",
     arg_names=("lane", "reg", "byte"),
     answer_names=("row", "col"),
-    visible=lambda: [(_form("ldmatrix", "m16n16", 1, "b8").fragment, cases.row_col, ())],
-    hidden_cases=lambda: [(_form("ldmatrix", "m16n16", 2, "b8").fragment, cases.row_col, ())],
+    # both .num values in the visible check: a formula right for .x1 only must not pass it
+    visible=lambda: [(_form("ldmatrix", "m16n16", n, "b8").fragment, cases.row_col, ())
+                     for n in (1, 2)],
     mistakes=(
         (lambda lane, reg, byte: (lane // 4, 4 * (lane % 4) + byte + 8 * (reg % 2)),
          "that is the untransposed picture; .trans is mandatory for m16n16: lane t gets a "

@@ -8,6 +8,7 @@ Every expected answer comes from :func:`ptxlab.model.layout_fit.fit_copy`, the e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -125,8 +126,12 @@ will_it_fit = FitQuiz(
 def fit_address(lane: int, base: int, pitch: int) -> int:
     """The byte address lane ``lane`` gives for the x4 load of an 8x32 f16 tile whose rows are
     ``pitch`` elements apart, the tile at byte ``base`` (from the fit rule's addresses)."""
-    fit = fit_copy(FRAGMENT[4], f"(8,32):({pitch},1)")
-    return int(base + fit.addresses[0][lane])
+    return int(base + _x4_addresses(int(pitch))[lane])
+
+
+@lru_cache(maxsize=None)
+def _x4_addresses(pitch: int) -> tuple[int, ...]:
+    return tuple(int(a) for a in fit_copy(FRAGMENT[4], f"(8,32):({pitch},1)").addresses[0])
 
 
 def _pitch_cases(rng: np.random.Generator) -> list[tuple]:
