@@ -95,8 +95,9 @@ render.fragment_map_html(m16n8.fragment)
 # The same maps as text, the way `ptxlab layout` prints them (shared-memory side first):
 
 # %%
-print(layout_table.render_text(matrix_forms.parse_form(
-    "ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8"))[:1600])
+text = layout_table.render_text(matrix_forms.parse_form(
+    "ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8"))
+print("\n".join(text.splitlines()[:14]), "\n...")
 
 # %% [markdown]
 # ## Exercise 1 · the row addresses of an m16n16 load
@@ -281,7 +282,7 @@ ex.m16n16_kernel.grade(LOAD_M16N16, hidden=True)
 # %%
 for target, version in (("sm_90", "8.8"), ("sm_100", "8.8"), ("sm_100a", "8.5"),
                         ("sm_100a", "8.6"), ("sm_120f", "8.8")):
-    print(f".target {target:8} .version {version}: {ex.gate_verdict(target, version)[:110]}")
+    print(f".target {target:8} .version {version}: {ex.gate_verdict(target, version)}\n")
 
 # %% [markdown]
 # ## Exercise 6 · which module compiles it?

@@ -135,9 +135,11 @@ def run_trap(trap: Trap | str, variant: str = "bad", backend: str = "cpu") -> Tr
 
 
 def _words(row: np.ndarray) -> str:
+    """A lane's output words: floats as numbers, registers as their 16-bit halves (low, high),
+    which in these kernels are the stored elements' indices."""
     if row.dtype == np.float32:
         return "[" + ", ".join(f"{float(x):g}" for x in row) + "]"
-    return "[" + ", ".join(f"0x{int(x):08x}" for x in row) + "]"
+    return "[" + ", ".join(f"({int(x) & 0xFFFF}, {int(x) >> 16})" for x in row) + "] as halves"
 
 
 def _first_line(text: str) -> str:
