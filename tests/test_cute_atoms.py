@@ -139,3 +139,14 @@ def test_fragment_map_names_the_cute_atom():
     assert "SM90_U32x2_STSM_N" in html
     mma = widgets.FragmentMap(kind="mma operand B").html()
     assert "SM80_16x8x16_F32F16F16F32_TN" in mma
+
+
+def test_lane_players_name_the_cute_atom():
+    widgets = pytest.importorskip("ptxlab.teach.widgets")
+    pytest.importorskip("ipywidgets")
+    assert "SM75_U16x4_LDSM_T" in widgets.LanePlayer.rows(num=2, trans=True).html()
+    assert "SM90_U32x4_STSM_N" in widgets.LanePlayer.rows(num=4, instruction="stmatrix").html()
+    assert "SM75_U32x1_MOVM_T" in widgets.LanePlayer.movmatrix().html()
+    assert "SM80_16x8x16_F32F16F16F32_TN" in widgets.LanePlayer.mma().html()
+    # a variant CuTe's table here does not cover draws no caption rather than a wrong one
+    assert "CuTe" not in widgets.LanePlayer.mma(("m16n8k32", "s8", "s8", "s32", "s32")).html()

@@ -334,7 +334,9 @@ FRAGMENTS = _fragments()
 def cute_atom_html(kind: str, num: int = 1, trans: bool = False,
                    mma: tuple = ("m16n8k16", "f16", "f16", "f32", "f32")) -> str:
     """One line under a fragment map: the CuTe atom(s) doing the same, with their layouts."""
-    if kind.startswith("ldmatrix"):
+    if kind in ("ldmatrix", "stmatrix"):
+        atoms = [cute_atoms.copy_atom(kind, num, trans)]
+    elif kind.startswith("ldmatrix"):
         atoms = [cute_atoms.copy_atom(op, num, trans) for op in ("ldmatrix", "stmatrix")]
     elif kind.startswith("movmatrix"):
         atoms = [cute_atoms.copy_atom("movmatrix", 1, True)]
@@ -625,7 +627,8 @@ class LanePlayer:
     @classmethod
     def movmatrix(cls, lane: int | None = None, **kwargs) -> LanePlayer:
         """movmatrix before and after, one lane's two elements given and received at a time."""
-        return cls(lambda step, _: render.movmatrix_svg(step), start=lane, **kwargs)
+        return cls(lambda step, _: render.movmatrix_svg(step) + cute_atom_html("movmatrix"),
+                   start=lane, **kwargs)
 
     @classmethod
     def mma(cls, variant: tuple = ("m16n8k16", "f16", "f16", "f32", "f32"),
@@ -634,7 +637,8 @@ class LanePlayer:
         options = {f"{s} {a}x{b} + {c} -> {d}": (s, a, b, c, d)
                    for s, a, b, c, d in layouts.MMA_VARIANTS}
         chosen = next(k for k, v in options.items() if v == tuple(variant))
-        return cls(lambda step, form: render.mma_fragments_svg(form, step), start=lane,
+        return cls(lambda step, form: render.mma_fragments_svg(form, step)
+                   + cute_atom_html("mma", mma=form), start=lane,
                    options=options, option=chosen, **kwargs)
 
     @classmethod
@@ -642,7 +646,8 @@ class LanePlayer:
              row: int | None = None, **kwargs) -> LanePlayer:
         """An ldmatrix/stmatrix row by row: the lane giving its address, the lanes it lands in."""
         return cls(lambda step, _: render.row_flow_svg(num, trans, row=step,
-                                                       instruction=instruction),
+                                                       instruction=instruction)
+                   + cute_atom_html(instruction, num, trans),
                    steps=8 * num, label="row", start=row, **kwargs)
 
     def step(self) -> int | None:
