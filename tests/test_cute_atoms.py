@@ -148,5 +148,10 @@ def test_lane_players_name_the_cute_atom():
     assert "SM90_U32x4_STSM_N" in widgets.LanePlayer.rows(num=4, instruction="stmatrix").html()
     assert "SM75_U32x1_MOVM_T" in widgets.LanePlayer.movmatrix().html()
     assert "SM80_16x8x16_F32F16F16F32_TN" in widgets.LanePlayer.mma().html()
-    # a variant CuTe's table here does not cover draws no caption rather than a wrong one
-    assert "CuTe" not in widgets.LanePlayer.mma(("m16n8k32", "s8", "s8", "s32", "s32")).html()
+    assert "SM80_16x8x32_S32S8S8S32_TN" in widgets.LanePlayer.mma(
+        ("m16n8k32", "s8", "s8", "s32", "s32")).html()
+
+
+def test_every_mma_variant_of_the_course_has_its_atom():
+    from ptxlab.model import layouts
+    assert {a.form for a in cute_atoms.MMA_ATOMS} == set(layouts.MMA_VARIANTS)

@@ -100,14 +100,25 @@ def _copy_atoms() -> tuple[CopyAtom, ...]:
 
 COPY_ATOMS: tuple[CopyAtom, ...] = _copy_atoms()
 
+_SM80_16x8_ROW = "((4,8),(2,2)):((32,1),(16,8))"      # CuTe's SM80_16x8_Row, every C here
+_K16_A, _K16_B = "((4,8),(2,2,2)):((32,1),(16,8,128))", "((4,8),(2,2)):((16,1),(8,64))"
+
+# One atom per mma variant of the course. The F32 and BF16 atoms inherit every layout of
+# SM80_16x8x{8,16}_F16F16F16F16_TN (MMA_Traits<...> : MMA_Traits<...F16F16F16F16_TN>).
 MMA_ATOMS: tuple[MmaAtom, ...] = (
     MmaAtom("SM80_16x8x16_F16F16F16F16_TN", MMA_SM80, ("m16n8k16", "f16", "f16", "f16", "f16"),
-            a="((4,8),(2,2,2)):((32,1),(16,8,128))", b="((4,8),(2,2)):((16,1),(8,64))",
-            c="((4,8),(2,2)):((32,1),(16,8))"),
-    # F32F16F16F32 inherits every layout of F16F16F16F16 (the C layout is SM80_16x8_Row).
+            a=_K16_A, b=_K16_B, c=_SM80_16x8_ROW),
     MmaAtom("SM80_16x8x16_F32F16F16F32_TN", MMA_SM80, ("m16n8k16", "f16", "f16", "f32", "f32"),
-            a="((4,8),(2,2,2)):((32,1),(16,8,128))", b="((4,8),(2,2)):((16,1),(8,64))",
-            c="((4,8),(2,2)):((32,1),(16,8))"),
+            a=_K16_A, b=_K16_B, c=_SM80_16x8_ROW),
+    MmaAtom("SM80_16x8x16_F32BF16BF16F32_TN", MMA_SM80,
+            ("m16n8k16", "bf16", "bf16", "f32", "f32"), a=_K16_A, b=_K16_B, c=_SM80_16x8_ROW),
+    MmaAtom("SM80_16x8x8_F32F16F16F32_TN", MMA_SM80, ("m16n8k8", "f16", "f16", "f32", "f32"),
+            a=_SM80_16x8_ROW, b="((4,8),2):((16,1),8)", c=_SM80_16x8_ROW),
+    MmaAtom("SM80_16x8x8_F32TF32TF32F32_TN", MMA_SM80, ("m16n8k8", "tf32", "tf32", "f32", "f32"),
+            a="((4,8),(2,2)):((16,1),(8,64))", b="((4,8),2):((8,1),32)", c=_SM80_16x8_ROW),
+    MmaAtom("SM80_16x8x32_S32S8S8S32_TN", MMA_SM80, ("m16n8k32", "s8", "s8", "s32", "s32"),
+            a="((4,8),(4,2,2)):((64,1),(16,8,256))", b="((4,8),(4,2)):((32,1),(8,128))",
+            c=_SM80_16x8_ROW),
 )
 
 
