@@ -219,3 +219,22 @@ def test_packed_b6_elements_past_bit_64_survive():
     assert int.from_bytes(bytes(row[:12]), "little") >> 60 & 63 == v[10]
     assert not row[12:].any()
     np.testing.assert_array_equal(emulator.unpack_row_elements(row, "b6x16_p32"), v)
+
+
+def test_random_tiles_fit_exactly_when_every_row_is_aligned():
+    """Padded row- and column-major tiles of every width: the rule picks the widest .num, the
+    .trans the storage asks for, and the emulator agrees; a pitch off 8 elements declines."""
+    rng = np.random.default_rng(26)
+    for _ in range(24):
+        num = int(rng.choice([1, 2, 4]))
+        width = 8 * num
+        col_major = bool(rng.integers(0, 2))
+        extent = 8 if col_major else width            # elements along the contiguous axis
+        pitch = int(rng.integers(extent, extent + 24))
+        smem = f"(8,{width}):(1,{pitch})" if col_major else f"(8,{width}):({pitch},1)"
+        fit = fit_copy(FRAG[num], smem, "f16", str(rng.choice(["load", "store"])))
+        if pitch % 8:
+            assert not fit.fits and fit.reason == "aligned", (smem, fit.message)
+            continue
+        assert fit.fits and (fit.num, fit.trans) == (num, col_major), (smem, fit.message)
+        _run(fit, FRAG[num], smem, seed=int(rng.integers(1 << 30)))
