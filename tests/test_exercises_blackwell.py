@@ -75,3 +75,29 @@ def test_pointer_parameters_with_pointee_alignment():
                                         np.zeros(32, np.uint32)],
                         backend="cpu", options=ex.BLACKWELL_OPTIONS)
     np.testing.assert_array_equal(r.outputs[2], np.arange(32) + 5)
+
+
+def test_on_an_sm90_gpu_the_model_runs_it_and_the_check_says_why(monkeypatch):
+    """On a machine whose GPU is sm_90, the m16n16 kernel never reaches the GPU: the CPU model
+    decides and the check names the GPU and the instruction it lacks."""
+    if not backends.cpu_available()[0]:
+        pytest.skip("the CPU model is not available")
+    from ptxlab.run import gpu
+
+    status = gpu.GpuStatus(True, "stand-in GPU", name="Stand-in H100", compute_capability=(9, 0),
+                           supported={k: True for k in gpu.INSTRUCTION_MIN_SM}, cupy_version="0")
+    monkeypatch.setattr(gpu, "status", lambda refresh=False: status)
+
+    def no_gpu_launch(*args, **kwargs):
+        raise AssertionError("the GPU was asked to run an sm_100a kernel")
+
+    monkeypatch.setattr(gpu, "run_kernel", no_gpu_launch)
+    monkeypatch.delenv("PTXLAB_ISOLATE", raising=False)
+    where, why = backends.choose_backend(KERNEL)
+    assert where == "cpu" and "lacks ldmatrix/stmatrix .m16n16" in why and "sm_100" in why
+    res = ex.m16n16_kernel.evaluate(KERNEL)
+    assert res.passed, res.report()
+    wrong = ex.m16n16_kernel.evaluate(KERNEL.replace("(lane % 16) * sld", "(lane % 8) * sld"))
+    assert not wrong.passed
+    assert any("Stand-in H100 (sm_90)) cannot run the kernel" in a for a in wrong.advice), \
+        wrong.advice
