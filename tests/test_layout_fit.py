@@ -153,6 +153,10 @@ def test_tile_offset_in_the_formula():
     (FRAG[4], "(8,32):(36,1)", "f16", "load", None, "aligned", ["byte 72", "multiple of 16"]),
     # column-major with a pitch of 12 halves: .trans rows not 16-byte aligned
     (FRAG[1], "(8,8):(1,12)", "f16", "store", None, "aligned", ["byte 24"]),
+    # the second of two tiles 12 elements into 24-element rows: the row stride is a multiple of
+    # 8 (what TIRx's shown check tests) but the tile stride is not
+    (FRAG[2], "(8,(8,2)):(24,(1,12))", "f16", "load", None, "aligned", ["row 0 of matrix 1",
+                                                                        "byte 24"]),
     # the register side names elements the shared tile does not have
     (FRAG[2], "(8,8):(8,1)", "f16", "load", None, "register", ["outside the shared tile"]),
 ])

@@ -80,6 +80,17 @@ print(layout_fit.fit_copy(m16n16, "(16,16):(16,1)", "e4m3", target="sm_90"))
 #
 # </details>
 #
+# That last point matters. The TVM article says its multiple-of-8 checks keep *every tile*
+# 16-byte aligned, but the checks it shows look at the row stride only, not at the stride
+# between the `num` tiles. Two 8x8 tiles side by side with the second 12 elements in (rows 24
+# elements apart) pass those checks; its row 0 starts at byte 24:
+
+# %%
+print(layout_fit.fit_copy(frag_x2, "(8,(8,2)):(24,(1,12))"))
+print(layout_fit.fit_copy(frag_x2, "(8,(8,2)):(24,(1,16))"))
+
+# %% [markdown]
+#
 # ## Exercise 1 · will it lower?
 #
 # For each copy, give `(num, trans)` if it lowers to one `ldmatrix`/`stmatrix` form, or the
