@@ -196,6 +196,25 @@ extern "C" __global__ void trap(unsigned* out) {
 }
 """
 
+_X2_PADDED = r"""
+extern "C" __global__ void trap(unsigned* out) {
+  // rows of 24 16-bit values (value = index); tile 0 at columns 0-7, tile 1 at column TILE
+  __shared__ __align__(16) unsigned short smem[8 * 24];
+  for (int i = threadIdx.x; i < 8 * 24; i += 32) smem[i] = i;
+  __syncthreads();
+  const unsigned lane = threadIdx.x;
+  unsigned addr = (unsigned)__cvta_generic_to_shared(smem + (lane % 8) * 24
+                                                     + ((lane / 8) % 2) * TILE);
+  unsigned r0, r1;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1) : "r"(addr));
+  out[2 * lane] = r0;
+  out[2 * lane + 1] = r1;
+}
+"""
+#: Where the fixed kernel of the tile-stride trap puts its second tile (elements).
+TILE_FIXED = 16
+
 _X1 = r"""
 extern "C" __global__ void trap(unsigned* out) {
   __shared__ __align__(16) unsigned short smem[SIZE];
@@ -336,6 +355,16 @@ _TRAP_LIST = (
          None,
          _x1(offset=4), _x1(offset=8),
          _one(32), lambda: _expected_m8n8(1, lambda m, r, c: 8 * r + c)),
+    Trap("tile_stride", "Rows aligned, tiles not",
+         "A compiler article says its multiple-of-8 checks on the row stride keep every tile "
+         "16-byte aligned; so two 8x8 tiles side by side in 24-element rows, the second 12 "
+         "elements in, should be fine.",
+         "The row stride is not the only stride: every row of every tile is addressed by its "
+         "own lane, so the tile stride must be a multiple of 8 elements (16 bytes) as well. "
+         "ptxas cannot see it; the CPU model stops at the first misaligned row.",
+         None,
+         _X2_PADDED.replace("TILE", "12"), _X2_PADDED.replace("TILE", str(TILE_FIXED)),
+         _one(64), lambda: _expected_m8n8(2, lambda m, r, c: 24 * r + TILE_FIXED * m + c)),
     Trap("m16n16_b8", "16x16 matrices of 64-bit elements?",
          "The PTX ISA's own example comments call ldmatrix.m16n16 ... .b8 a load of \"16x16 "
          "matrices of 64-bit elements\".",
