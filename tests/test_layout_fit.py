@@ -143,7 +143,7 @@ def test_tile_offset_in_the_formula():
     (FRAG[2], "(8,16):(16,1)", "fp16", "load", None, "dtype", ["unknown element type"]),
     (FRAG[2], "(8,16):(16,1)", "f16", "store", "sm_80", "target", ["sm_90", "sm_80"]),
     ("((4,8),3):((16,1),8)", "(8,24):(24,1)", "f16", "load", None, "values", ["3 value"]),
-    ("(16,2):(2,1)", "(8,4):(4,1)", "f16", "load", None, "register", ["32 threads"]),
+    ("(16,2):(2,1)", "(8,4):(4,1)", "f16", "load", None, "register", ["whole warps"]),
     # lane t holds elements t and t+32: a register's two halves are 4 columns apart
     ("(32,2):(1,32)", "(8,8):(8,1)", "f16", "load", None, "register", ["fragment pattern"]),
     # a fragment, but rows of the shared tile are 2 elements apart (a 16-byte row read with
@@ -242,3 +242,28 @@ def test_random_tiles_fit_exactly_when_every_row_is_aligned():
             continue
         assert fit.fits and (fit.num, fit.trans) == (num, col_major), (smem, fit.message)
         _run(fit, FRAG[num], smem, seed=int(rng.integers(1 << 30)))
+
+
+def test_several_warps_each_fit_the_same_form():
+    """Four warps (a warpgroup) copy a 32x16 tile, warp w rows 8w..8w+7: one x2 per warp, the
+    warp's rows 8 * 32 bytes further on; every warp's registers checked in the emulator."""
+    reg = "((4,8,4),(2,2)):((64,1,8),(32,256))"
+    fit = fit_copy(reg, "(32,16):(16,1)")
+    assert fit.fits and fit.warps == 4 and fit.num == 2 and fit.addresses.shape == (4, 1, 32)
+    assert "+ 256 * warp" in fit.address_formula
+    values = np.arange(32 * 16, dtype=np.uint16)
+    mem = values.view(np.uint8).copy()
+    for w in range(4):
+        regs = emulator.ldmatrix(mem, fit.addresses[w, 0], num=2)
+        got = emulator.unpack_b16(regs).reshape(32, 4)
+        t = np.arange(32)[:, None] + 32 * w
+        v = np.arange(4)[None, :]
+        want = values[np.asarray(parse_layout("(32,16):(16,1)")(parse_layout(reg)(t + 128 * v)))]
+        np.testing.assert_array_equal(got, want, err_msg=f"warp {w}")
+    # two warps, the second warp's 8 rows placed 4 elements off a 16-byte boundary: that warp
+    # is named
+    two = "((4,8,2),(2,2)):((32,1,8),(16,128))"
+    assert fit_copy(two, "((8,2),16):((16,128),1)").fits
+    skew = fit_copy(two, "((8,2),16):((16,132),1)")
+    assert not skew.fits and skew.reason == "aligned", skew.message
+    assert skew.message.startswith("warp 1 (threads 32-63)"), skew.message

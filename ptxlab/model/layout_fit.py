@@ -3,7 +3,8 @@
 A compiler that lowers a tile copy (TVM's TIRx, CuTe's copy atoms) has two layouts in hand:
 
 - the *register side*, a thread-value layout in CuTe's notation: ``(thread, value) -> element``
-  of the tile, 32 threads (one warp), ``value`` counting the elements a lane holds, two 16-bit
+  of the tile, 32 threads (one warp) or whole warps (a warpgroup, a block: every warp must fit
+  the same form, with its own addresses), ``value`` counting the elements a lane holds, two 16-bit
   (or four 8-bit) elements per 32-bit register, lowest value in the low bits;
 - the *shared side*: ``element -> offset`` in shared memory, in elements, over the same tile
   (a 1-D element index is split column-major over its shape, as CuTe does).
@@ -127,8 +128,10 @@ class Fit:
     form: CopyForm | None = None
     num: int | None = None
     instructions: int = 0
+    #: ``(instructions, 32)`` byte addresses, or ``(warps, instructions, 32)`` for several warps
     addresses: np.ndarray | None = field(default=None, repr=False, compare=False)
     address_formula: str | None = None
+    warps: int = 1
 
     @property
     def instruction(self) -> str | None:
@@ -152,7 +155,7 @@ class Fit:
                "direction": self.direction, "dtype": self.dtype}
         if self.fits:
             out.update(instruction=self.instruction, num=self.num, trans=self.trans,
-                       instructions=self.instructions, ptx=self.ptx(),
+                       instructions=self.instructions, warps=self.warps, ptx=self.ptx(),
                        address_formula=self.address_formula,
                        addresses=self.addresses.tolist())
         return out
@@ -174,7 +177,8 @@ class _Attempt:
     message: str
     form: CopyForm
     num: int
-    bases: np.ndarray | None = None   # (instructions, matrices, rows) row start bytes
+    bases: np.ndarray | None = None   # row start bytes: (instructions, matrices, rows) of one
+    #                                   warp in _try, (warps, ...) once every warp fitted
 
 
 _STAGE_REASON = {0: "register", 1: "contiguous", 2: "aligned"}
@@ -217,20 +221,25 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
             return decline("target", next(iter(refusals.values())))
         forms = [f for f in forms if f not in refusals]
 
-    if reg_l.rank != 2 or reg_l.mode(0).size != layouts.WARP_SIZE:
-        return decline("register", f"the register side must be a (thread, value) layout with "
-                                   f"{layouts.WARP_SIZE} threads, got {reg_l} "
-                                   f"({reg_l.rank} mode(s), {reg_l.mode(0).size} threads)")
+    threads = reg_l.mode(0).size if reg_l.rank == 2 else 0
+    if reg_l.rank != 2 or threads % layouts.WARP_SIZE:
+        return decline("register", f"the register side must be a (thread, value) layout over "
+                                   f"whole warps ({layouts.WARP_SIZE}, 64, ... threads), got "
+                                   f"{reg_l} ({reg_l.rank} mode(s), {reg_l.mode(0).size} "
+                                   f"threads)")
+    warps = threads // layouts.WARP_SIZE
     values = reg_l.mode(1).size
-    lane_ix = np.arange(layouts.WARP_SIZE)[:, None]
+    thread_ix = np.arange(threads)[:, None]
     val_ix = np.arange(values)[None, :]
-    element = np.asarray(reg_l(lane_ix + layouts.WARP_SIZE * val_ix), dtype=np.int64)
+    element = np.asarray(reg_l(thread_ix + threads * val_ix), dtype=np.int64)
     if element.min() < 0 or element.max() >= smem_l.size:
-        lane, val = np.argwhere((element < 0) | (element >= smem_l.size))[0]
-        return decline("register", f"lane {lane} value {val} is tile element {element[lane, val]}, "
+        t, val = np.argwhere((element < 0) | (element >= smem_l.size))[0]
+        return decline("register", f"thread {t} value {val} is tile element {element[t, val]}, "
                                    f"outside the shared tile {smem_l} of {smem_l.size} elements")
-    coords = np.stack(np.broadcast_arrays(*smem_l.coords(element)), axis=-1)  # (32, V, rank)
+    coords = np.stack(np.broadcast_arrays(*smem_l.coords(element)), axis=-1)  # (T, V, rank)
     offset = np.asarray(smem_l(element), dtype=np.int64)
+    coords = coords.reshape(warps, layouts.WARP_SIZE, values, -1)
+    offset = offset.reshape(warps, layouts.WARP_SIZE, values)
 
     attempts: list[_Attempt] = []
     for form in forms:
@@ -239,7 +248,7 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
             regs = form.byte_map(num).shape[1]
             if values % (regs * per_reg):
                 continue
-            attempts.append(_try(form, num, per_reg, values, coords, offset, smem_l))
+            attempts.append(_try_warps(form, num, per_reg, values, coords, offset, smem_l))
     if not attempts:
         sizes = sorted({f.byte_map(n).shape[1] * (4 // f.slot_bytes) for f in forms for n in f.nums})
         return decline("values", f"each lane holds {values} value(s); one {op} moves "
@@ -249,9 +258,24 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
         if a.stage == 3:
             addrs, formula = _addresses(a)
             return Fit(True, None, f"{a.form.instruction(a.num)} fits", direction, dtype,
-                       a.form, a.num, int(a.bases.shape[0]), addrs, formula)
+                       a.form, a.num, int(a.bases.shape[1]), addrs, formula, warps)
     best = max(attempts, key=lambda a: a.stage)  # first of the furthest (widest .num first)
     return decline(_STAGE_REASON[best.stage], best.message)
+
+
+def _try_warps(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
+               offset: np.ndarray, smem: Layout) -> _Attempt:
+    """Every warp must fit the same form and ``.num`` (each gives its own addresses); the
+    answer is the first warp that fails, or all of them with ``bases (warps, groups, m, r)``."""
+    per_warp = []
+    for w in range(coords.shape[0]):
+        a = _try(form, num, per_reg, values, coords[w], offset[w], smem)
+        if a.stage < 3:
+            if coords.shape[0] > 1:
+                a.message = f"warp {w} (threads {32 * w}-{32 * w + 31}): {a.message}"
+            return a
+        per_warp.append(a.bases)
+    return _Attempt(3, "", form, num, np.stack(per_warp))
 
 
 def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
@@ -330,29 +354,34 @@ def _crd(c: np.ndarray) -> str:
 
 
 def _addresses(a: _Attempt) -> tuple[np.ndarray, str]:
-    """Per-lane byte addresses ``(instructions, 32)`` and the formula that gives them.
+    """Per-lane byte addresses ``(instructions, 32)`` (``(warps, instructions, 32)`` for several
+    warps) and the formula that gives them.
 
     Lanes whose address the instruction ignores get the address of the lane ``num * rows``
     below (the PTX ISA asks for valid addresses there on sm_75 and older)."""
     rows_of = a.form.address_rows(a.num)
-    bases = a.bases
-    groups, matrices, rows = bases.shape
+    bases = a.bases                                   # (warps, groups, matrices, rows)
+    warps, groups, matrices, rows = bases.shape
     used = rows_of[:, 0] >= 0
     span = int(used.sum())
-    addrs = np.zeros((groups, layouts.WARP_SIZE), dtype=np.int64)
+    addrs = np.zeros((warps, groups, layouts.WARP_SIZE), dtype=np.int64)
     for lane in range(layouts.WARP_SIZE):
         m, r = rows_of[lane % span]
-        addrs[:, lane] = bases[:, m, r]
-    b0 = int(bases[0, 0, 0])
-    dr = int(bases[0, 0, 1] - b0) if rows > 1 else 0
-    dm = int(bases[0, 1, 0] - b0) if matrices > 1 else 0
-    dg = int(bases[1, 0, 0] - b0) if groups > 1 else 0
-    g, m, r = np.meshgrid(np.arange(groups), np.arange(matrices), np.arange(rows), indexing="ij")
-    affine = np.array_equal(bases, b0 + dg * g + dm * m + dr * r)
+        addrs[:, :, lane] = bases[:, :, m, r]
+    b0 = int(bases[0, 0, 0, 0])
+    dr = int(bases[0, 0, 0, 1] - b0) if rows > 1 else 0
+    dm = int(bases[0, 0, 1, 0] - b0) if matrices > 1 else 0
+    dg = int(bases[0, 1, 0, 0] - b0) if groups > 1 else 0
+    dw = int(bases[1, 0, 0, 0] - b0) if warps > 1 else 0
+    w, g, m, r = np.meshgrid(np.arange(warps), np.arange(groups), np.arange(matrices),
+                             np.arange(rows), indexing="ij")
+    affine = np.array_equal(bases, b0 + dw * w + dg * g + dm * m + dr * r)
     lanes_are_rows = all(tuple(rows_of[l]) == (l // rows, l % rows) for l in range(span))
+    out = addrs[0] if warps == 1 else addrs
     if not (affine and lanes_are_rows):
-        table = "; ".join(f"instruction {i}: {addrs[i].tolist()}" for i in range(groups))
-        return addrs, f"addresses (bytes, lane 0..31) are not affine in the lane: {table}"
+        table = "; ".join(f"warp {i} instruction {j}: {addrs[i, j].tolist()}"
+                          for i in range(warps) for j in range(groups))
+        return out, f"addresses (bytes, lane 0..31) are not affine in the lane: {table}"
     terms = [str(b0)] if b0 else []
     terms.append(f"{dr} * (lane % {rows})" if dr else "")
     if dm:
@@ -360,6 +389,12 @@ def _addresses(a: _Attempt) -> tuple[np.ndarray, str]:
         terms.append(f"{dm} * {lane_m}")
     if dg:
         terms.append(f"{dg} * i")
+    if dw:
+        terms.append(f"{dw} * warp")
     expr = " + ".join(t for t in terms if t) or "0"
-    per = f", instruction i = 0..{groups - 1}" if groups > 1 else ""
-    return addrs, f"addr(lane) = smem + {expr}  (bytes{per})"
+    notes = ["bytes"]
+    if groups > 1:
+        notes.append(f"instruction i = 0..{groups - 1}")
+    if warps > 1:
+        notes.append(f"warp = thread / 32 = 0..{warps - 1}")
+    return out, f"addr(lane) = smem + {expr}  ({', '.join(notes)})"
