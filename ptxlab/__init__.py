@@ -32,6 +32,8 @@ FACE: dict[str, str] = {
     "tensorcore": "ptxlab.model.tensorcore",
     "banks": "ptxlab.model.banks",
     "matrix_forms": "ptxlab.model.matrix_forms",
+    "layout_fit": "ptxlab.model.layout_fit",
+    "cute_atoms": "ptxlab.model.cute_atoms",
     "backends": "ptxlab.run.backends",
     "gpu": "ptxlab.run.gpu",
     "cpu": "ptxlab.run.cpu",
@@ -41,6 +43,7 @@ FACE: dict[str, str] = {
     "layout_table": "ptxlab.teach.layout_table",
     "widgets": "ptxlab.teach.widgets",
     "progress": "ptxlab.teach.progress",
+    "traps": "ptxlab.teach.traps",
     "exercises": "ptxlab.teach.exercises",
 }
 

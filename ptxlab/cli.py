@@ -18,6 +18,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("ptxlab.grading.cli", "autograde every collected submission of an assignment"),
     "bench": ("ptxlab.bench.cli", "run the capstone benchmarks on a GPU and write a report"),
 }
+# The layout-fit rule: does a register<->shared copy lower to ldmatrix/stmatrix?
+SUBCOMMANDS["fit"] = ("ptxlab.model.fit_cli", "will a register<->shared copy (two CuTe layouts) "
+                                              "lower to ldmatrix/stmatrix, and how")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -259,6 +259,11 @@ def test_no_gpu_means_backend_unavailable(use_fake):
     ("ptxlab::mma_m16n8k8_f32_f16_f16_f32(d, a, b, c);", 75),
     ("ptxlab::mma_m16n8k8_f32_tf32_tf32_f32(d, a, b, c);", 80),
     ('#include "stmatrix.cuh"\n// stmatrix is not used here\n__global__ void k() {}', 0),
+    # the 8-bit and packed forms: no sm_90 GPU has them
+    ('asm volatile("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%0,%1}, [%2];" ::);', 100),
+    ('asm volatile("stmatrix.sync.aligned.m16n8.x4.trans.shared::cta.b8 [%0], {%1};" ::);', 100),
+    ('asm("ldmatrix.sync.aligned.m8n16.x2.shared.b8x16.b4x16_p64 {%0,%1}, [%2];");', 100),
+    ("ptxlab::ldmatrix_m16n16_x2_trans_b8(r, p);", 100),
 ])
 def test_required_compute_capability(source, need):
     assert gpu.required_compute_capability(source)[0] == need

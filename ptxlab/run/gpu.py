@@ -226,6 +226,9 @@ def required_compute_capability(source: str) -> tuple[int, list[str]]:
     """
     code = _INCLUDES.sub("", _COMMENTS.sub("", source))
     uses: list[tuple[str, int]] = []
+    if re.search(r"(ldmatrix|stmatrix)[\w.:]*?[._](m16n16|m8n16|m16n8)(?![0-9k])|\.b8x16\b", code):
+        # the 8-bit and packed forms: sm_100a/sm_110a/sm_120a-class GPUs only
+        uses.append(("ldmatrix/stmatrix .m16n16/.m8n16/.m16n8", 100))
     if re.search(r"stmatrix", code):
         uses.append(("stmatrix", 90))
     if re.search(r"ldmatrix", code):

@@ -110,5 +110,6 @@ def kernel_cases(rng: np.random.Generator, small: bool = True) -> list[KernelCas
                 kernel=exercise.kernel_name, grid=tuple(run.grid), block=tuple(run.block),
                 args=[a.copy() if isinstance(a, np.ndarray) else a for a in run.args],
                 shared_mem=run.shared_mem,
-                compare=tuple(getattr(run, "compare", (run.out_index,)))))
+                compare=tuple(getattr(run, "compare", (run.out_index,))),
+                options=tuple(getattr(run, "options", ()))))
     return cases

@@ -26,6 +26,7 @@ NOTEBOOK_OF_MODULE = {
     "basics": "01_warps_lanes_smem", "ldmatrix": "02_ldmatrix",
     "ldmatrix_trans": "03_ldmatrix_trans", "stmatrix": "04_stmatrix",
     "movmatrix": "05_movmatrix", "mma": "06_mma", "banks": "07_banks", "capstone": "08_capstone",
+    "blackwell": "09_blackwell_forms", "layout_fit": "10_layout_fit",
 }
 PASSED, ATTEMPTED, NOT_STARTED = "passed", "attempted", "not started"
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..model import banks, layouts
+from ..model import banks, cute_atoms, layouts
 from . import render
 from .exercises import tiles
 
@@ -392,6 +392,24 @@ def _fragments() -> dict[str, Callable[..., layouts.FragmentLayout]]:
 FRAGMENTS = _fragments()
 
 
+def cute_atom_html(kind: str, num: int = 1, trans: bool = False,
+                   mma: tuple = ("m16n8k16", "f16", "f16", "f32", "f32")) -> str:
+    """One line under a fragment map: the CuTe atom(s) doing the same, with their layouts."""
+    if kind in ("ldmatrix", "stmatrix"):
+        atoms = [cute_atoms.copy_atom(kind, num, trans)]
+    elif kind.startswith("ldmatrix"):
+        atoms = [cute_atoms.copy_atom(op, num, trans) for op in ("ldmatrix", "stmatrix")]
+    elif kind.startswith("movmatrix"):
+        atoms = [cute_atoms.copy_atom("movmatrix", 1, True)]
+    else:
+        atoms = [cute_atoms.mma_atom(*mma)]
+    lines = [render.escape(cute_atoms.caption(a)) for a in atoms if a is not None]
+    if not lines:
+        return ""
+    return ('<div style="font-size:12px;font-family:monospace;margin:2px 0">'
+            + "<br>".join(lines) + "</div>")
+
+
 class FragmentMap(_StaticFallback):
     """Which lane holds which element, for any instruction the course covers.
 
@@ -526,6 +544,8 @@ class FragmentMap(_StaticFallback):
         self.output.value = render.fragment_map_html(
             lay, selected_lane=None if lane < 0 else lane, wrong=wrong,
             row_label=names[0], col_label=names[1])
+        self.output.value += cute_atom_html(self.kind.value, int(self.num.value),
+                                            bool(self.trans.value), tuple(self.mma.value))
         self.lane_view.value = (render.lane_registers_html(
             lay, lane, coord_names=("matrix",) + names) if lane >= 0 else
             '<i style="font-size:12px">move the lane slider to see one lane\'s registers; '
@@ -681,7 +701,8 @@ class LanePlayer:
     @classmethod
     def movmatrix(cls, lane: int | None = None, **kwargs) -> LanePlayer:
         """movmatrix before and after, one lane's two elements given and received at a time."""
-        return cls(lambda step, _: render.movmatrix_svg(step), start=lane, **kwargs)
+        return cls(lambda step, _: render.movmatrix_svg(step) + cute_atom_html("movmatrix"),
+                   start=lane, **kwargs)
 
     @classmethod
     def mma(cls, variant: tuple = ("m16n8k16", "f16", "f16", "f32", "f32"),
@@ -690,7 +711,8 @@ class LanePlayer:
         options = {f"{s} {a}x{b} + {c} -> {d}": (s, a, b, c, d)
                    for s, a, b, c, d in layouts.MMA_VARIANTS}
         chosen = next(k for k, v in options.items() if v == tuple(variant))
-        return cls(lambda step, form: render.mma_fragments_svg(form, step), start=lane,
+        return cls(lambda step, form: render.mma_fragments_svg(form, step)
+                   + cute_atom_html("mma", mma=form), start=lane,
                    options=options, option=chosen, **kwargs)
 
     @classmethod
@@ -698,7 +720,8 @@ class LanePlayer:
              row: int | None = None, **kwargs) -> LanePlayer:
         """An ldmatrix/stmatrix row by row: the lane giving its address, the lanes it lands in."""
         return cls(lambda step, _: render.row_flow_svg(num, trans, row=step,
-                                                       instruction=instruction),
+                                                       instruction=instruction)
+                   + cute_atom_html(instruction, num, trans),
                    steps=8 * num, label="row", start=row, **kwargs)
 
     def step(self) -> int | None:

@@ -580,10 +580,16 @@ def _parse_params(text: str, line: int) -> list[Param]:
         ptype = None
         name = None
         i = 0
+        pointee = False
         while i < len(toks):
             tok = toks[i]
-            if tok == ".align":
-                align = parse_int(toks[i + 1])
+            if tok == ".ptr":
+                # ".ptr [.space] .align N": N is the alignment of the data pointed to, not of
+                # the parameter (newer compilers write it on every pointer parameter)
+                pointee = True
+            elif tok == ".align":
+                if not pointee:
+                    align = parse_int(toks[i + 1])
                 i += 1
             elif tok.startswith(".") and tok[1:] in _TYPE_SIZES:
                 ptype = tok[1:]
@@ -717,6 +723,15 @@ def _body_directive(fn: Function, text: str, line: int, scopes: _Scopes) -> None
     if first in (".reg", ".local", ".shared", ".param", ".global", ".const") or first.startswith(
             (".reg", ".local", ".shared", ".param")):
         decl = _parse_decl(text, line)
+        names = [n for n, _ in decl[1]] if isinstance(decl, tuple) else [d.name for d in decl]
+        for name in names:
+            if name in scopes.stack[-1]:
+                raise PtxSyntaxError(
+                    f"duplicate definition of variable '{name}' (ptxas: \"Duplicate definition "
+                    f"of variable\"): it is declared twice in one scope, as happens when an "
+                    f"inline-asm string that declares a .reg is expanded twice in a function; "
+                    f"wrap that asm string's body in {{ }} so each copy has its own scope",
+                    line, text)
         if isinstance(decl, tuple):
             for name, typ in decl[1]:
                 unique = scopes.declare(name)

@@ -41,6 +41,8 @@ class KernelRun:
     suspects: Sequence[diagnosis.Suspect] = ()
     #: Where an ldmatrix loaded the output from (lanes 8i..8i+7 gave register i's rows), if so.
     loaded_from: tiles.Placement | None = None
+    #: compile options, e.g. ``("--gpu-architecture=compute_100a",)`` for the sm_100a-class forms
+    options: tuple[str, ...] = ()
 
     def with_fresh_values(self, rng: np.random.Generator) -> "KernelRun":
         """The same launch with every 16-bit input element renamed by a random permutation
@@ -108,7 +110,8 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", backends.KernelDiagnostic)
             return backends.launch(source, kernel_name, grid=run.grid, block=run.block,
-                                   args=args, shared_mem=run.shared_mem, backend=backend)
+                                   args=args, shared_mem=run.shared_mem, backend=backend,
+                                   options=tuple(run.options))
     except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
@@ -181,6 +184,24 @@ def _gpu_also_runs(source: str, backend: str) -> bool:
         return backend == "gpu"     # asked for a GPU that is not here: the launch says why
 
 
+def _gpu_lacks(source: str, backend: str) -> str:
+    """Why a GPU that is here cannot run ``source`` (an instruction newer than the GPU), in
+    words, or ``""``."""
+    if backend == "cpu":
+        return ""
+    from ...run import gpu
+
+    try:
+        st = gpu.status()
+        need, uses = gpu.required_compute_capability(source)
+    except Exception:
+        return ""
+    if not st.available or st.cc_number >= need:
+        return ""
+    return (f"this GPU ({st.device_label}) cannot run the kernel: it uses {', '.join(uses)}, "
+            f"which needs sm_{need} or newer")
+
+
 def _compared_outputs(run) -> tuple[int, ...]:
     """The arguments whose contents the kernel defines, so both machines must agree on them."""
     return tuple(getattr(run, "compare", None) or (run.out_index,))
@@ -226,6 +247,9 @@ def launch_for_check(source: str, kernel_name: str, run, name: str, backend: str
     for text in model.diagnostics:
         _note(_noticed(text))
     if not _gpu_also_runs(source, backend):
+        lacking = _gpu_lacks(source, backend)
+        if lacking:
+            _note(f"{lacking}: the CPU model ran it")
         return model
     hardware = _launch_once(source, kernel_name, run, name, "gpu", fault_advice)
     if isinstance(hardware, CheckResult):

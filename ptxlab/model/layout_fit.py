@@ -1,0 +1,400 @@
+"""The layout-fit rule: can a register<->shared copy be one ldmatrix/stmatrix, and which?
+
+A compiler that lowers a tile copy (TVM's TIRx, CuTe's copy atoms) has two layouts in hand:
+
+- the *register side*, a thread-value layout in CuTe's notation: ``(thread, value) -> element``
+  of the tile, 32 threads (one warp) or whole warps (a warpgroup, a block: every warp must fit
+  the same form, with its own addresses), ``value`` counting the elements a lane holds, two 16-bit
+  (or four 8-bit) elements per 32-bit register, lowest value in the low bits;
+- the *shared side*: ``element -> offset`` in shared memory, in elements, over the same tile
+  (a 1-D element index is split column-major over its shape, as CuTe does).
+
+Their composition says at which shared byte each (lane, value) lives. ldmatrix/stmatrix can do
+the copy exactly when that composition is the instruction's own map: each matrix row the
+instruction moves is 16 contiguous bytes starting at a 16-byte aligned address, and every lane's
+registers hold the bytes the instruction puts there. This module tries every form the model
+knows for the element width (widest ``.num`` first, as TVM's ``_try_num`` does), and answers with
+the instruction, its per-lane address formula, or the precise reason it declines:
+
+``dtype``      no ldmatrix/stmatrix form moves elements of that width (in that direction);
+``target``     the only forms that would fit need a newer target than the one asked for;
+``values``     the values a lane holds do not fill whole registers of any ``.num``;
+``register``   the register side is not the fragment pattern: the elements one matrix row of
+               the instruction delivers are not neighbours along one axis of the tile;
+``contiguous`` the register side is a fragment, but in shared memory its rows are not
+               16 contiguous bytes (the copy would need a different stride or the other
+               ``.trans``);
+``aligned``    the rows are contiguous but a row does not start at a multiple of 16 bytes.
+
+Offsets are taken from a shared buffer whose element 0 is 16-byte aligned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from . import layouts, matrix_forms
+from .cute_layout import Layout, as_layout
+
+ROW_BYTES = layouts.ROW_BYTES
+
+#: Bits of one element, by the names a learner (or CuTe) gives the element type.
+DTYPE_BITS: dict[str, int] = {
+    "f16": 16, "bf16": 16, "b16": 16, "s16": 16, "u16": 16, "half": 16,
+    "b8": 8, "s8": 8, "u8": 8, "e4m3": 8, "e5m2": 8,
+    "b6": 6, "e2m3": 6, "e3m2": 6,
+    "b4": 4, "e2m1": 4,
+    "f32": 32, "tf32": 32, "b32": 32, "s32": 32, "u32": 32,
+    "f64": 64, "b64": 64,
+}
+
+#: The PTX ISA version the target check assumes (the newest ptxas 13 knows): only the target
+#: decides which forms a copy may use.
+_NEWEST_VERSION = "9.0"
+
+
+#: The element type each ldmatrix/stmatrix ``.type`` (or packed source format) moves, in bits.
+_FORM_BITS = {"b16": 16, "b8": 8, "b6x16_p32": 6, "b4x16_p64": 4}
+
+
+@dataclass(frozen=True)
+class CopyForm:
+    """One ldmatrix/stmatrix form at every ``.num`` it has; the maps come from
+    :mod:`ptxlab.model.matrix_forms`, the one place that builds them.
+
+    ``byte_map(num)[lane, reg, byte]`` is ``(matrix, row, col)`` of the shared-memory row byte
+    (for packed sources: element slot, 16 per 16-byte row) that register byte goes to or comes
+    from; ``address_rows(num)[lane]`` is the ``(matrix, row)`` whose start address that lane
+    supplies, ``(-1, -1)`` where the lane's address is not used.
+    """
+
+    opcode: str                 # "ldmatrix" | "stmatrix"
+    shape: str                  # "m8n8", "m16n16", "m8n16", "m16n8"
+    dtype: str                  # "b16", "b8", "b6x16_p32", "b4x16_p64"
+    trans: bool
+    nums: tuple[int, ...]       # widest first
+
+    @property
+    def elem_bits(self) -> int:
+        """Bits of one element as the learner names it (6 and 4 for the packed sources)."""
+        return _FORM_BITS[self.dtype]
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes of one element in a register (and of one element slot in a shared row)."""
+        return 2 if self.dtype == "b16" else 1
+
+    def matrix_form(self, num: int) -> matrix_forms.MatrixForm:
+        return matrix_forms.MatrixForm(self.opcode, self.shape, num, self.trans, self.dtype)
+
+    def instruction(self, num: int) -> str:
+        return self.matrix_form(num).ptx
+
+    def byte_map(self, num: int) -> np.ndarray:
+        return matrix_forms.byte_map(self.matrix_form(num))
+
+    def address_rows(self, num: int) -> np.ndarray:
+        return matrix_forms.address_lanes(self.matrix_form(num))
+
+
+@lru_cache(maxsize=None)
+def copy_forms() -> tuple[CopyForm, ...]:
+    """Every ldmatrix/stmatrix form the model has, each with its ``.num`` values."""
+    nums: dict[tuple, list[int]] = {}
+    for f in matrix_forms.all_forms():
+        if f.op in ("ldmatrix", "stmatrix"):
+            nums.setdefault((f.op, f.shape, f.dtype, f.trans), []).append(f.num)
+    return tuple(CopyForm(op, shape, dtype, trans, tuple(sorted(n, reverse=True)))
+                 for (op, shape, dtype, trans), n in nums.items())
+
+
+# ---------------------------------------------------------------------------------------------
+# The answer
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fit:
+    """The rule's answer. ``fits``: one instruction form does the copy (``instructions`` of them
+    when a lane holds more values than one instruction moves). Otherwise ``reason`` is one of the
+    module's reason codes and ``message`` says what to change."""
+
+    fits: bool
+    reason: str | None
+    message: str
+    direction: str
+    dtype: str
+    form: CopyForm | None = None
+    num: int | None = None
+    instructions: int = 0
+    #: ``(instructions, 32)`` byte addresses, or ``(warps, instructions, 32)`` for several warps
+    addresses: np.ndarray | None = field(default=None, repr=False, compare=False)
+    address_formula: str | None = None
+    warps: int = 1
+
+    @property
+    def instruction(self) -> str | None:
+        return self.form.instruction(self.num) if self.fits else None
+
+    @property
+    def trans(self) -> bool | None:
+        return self.form.trans if self.fits else None
+
+    def ptx(self) -> str:
+        """The instruction with its operands, as inline PTX writes it (one per instruction)."""
+        if not self.fits:
+            raise ValueError(f"the copy does not lower to ldmatrix/stmatrix: {self.message}")
+        regs = ", ".join(f"r{i}" for i in range(self.form.byte_map(self.num).shape[1]))
+        return f"{self.instruction} [addr], {{{regs}}};" if self.direction == "store" \
+            else f"{self.instruction} {{{regs}}}, [addr];"
+
+    def as_dict(self) -> dict:
+        """Plain data for ``--json``."""
+        out = {"fits": self.fits, "reason": self.reason, "message": self.message,
+               "direction": self.direction, "dtype": self.dtype}
+        if self.fits:
+            out.update(instruction=self.instruction, num=self.num, trans=self.trans,
+                       instructions=self.instructions, warps=self.warps, ptx=self.ptx(),
+                       address_formula=self.address_formula,
+                       addresses=self.addresses.tolist())
+        return out
+
+    def __str__(self) -> str:
+        if not self.fits:
+            return f"does not lower to {_opcode(self.direction)} [{self.reason}]: {self.message}"
+        times = f" x {self.instructions} instructions" if self.instructions > 1 else ""
+        return f"{self.ptx()}{times}\n{self.address_formula}"
+
+
+def _opcode(direction: str) -> str:
+    return "ldmatrix" if direction == "load" else "stmatrix"
+
+
+@dataclass
+class _Attempt:
+    stage: int              # 0 register, 1 contiguous, 2 aligned, 3 fits
+    message: str
+    form: CopyForm
+    num: int
+    bases: np.ndarray | None = None   # row start bytes: (instructions, matrices, rows) of one
+    #                                   warp in _try, (warps, ...) once every warp fitted
+
+
+_STAGE_REASON = {0: "register", 1: "contiguous", 2: "aligned"}
+
+
+def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
+             direction: str = "load", target: str | None = None) -> Fit:
+    """Decide whether the copy between ``reg`` (thread-value layout) and ``smem`` (tile layout,
+    in elements) is one ldmatrix (``direction="load"``) or stmatrix (``"store"``) form.
+
+    ``target`` (e.g. ``"sm_90"``) leaves out forms that target lacks. Layout strings are read
+    with :func:`ptxlab.model.cute_layout.parse_layout`; a malformed one raises
+    ``LayoutSyntaxError``.
+    """
+    if direction not in ("load", "store"):
+        raise ValueError(f"direction is 'load' (ldmatrix) or 'store' (stmatrix), got {direction!r}")
+    reg_l, smem_l = as_layout(reg), as_layout(smem)
+    op = _opcode(direction)
+
+    def decline(reason: str, message: str) -> Fit:
+        return Fit(False, reason, message, direction, dtype)
+
+    bits = DTYPE_BITS.get(dtype)
+    if bits is None:
+        return decline("dtype", f"unknown element type {dtype!r}; known: {', '.join(DTYPE_BITS)}")
+    forms = [f for f in copy_forms() if f.opcode == op and f.elem_bits == bits]
+    if not forms:
+        widths = sorted({f.elem_bits for f in copy_forms() if f.opcode == op}, reverse=True)
+        return decline("dtype", f"no {op} form moves {bits}-bit elements ({dtype}); the model "
+                                f"has {op} forms for {', '.join(f'{w}-bit' for w in widths)} "
+                                f"elements only")
+    if target is not None:
+        refusals = {}
+        for f in forms:
+            try:
+                matrix_forms.check_target(f.matrix_form(f.nums[-1]), target, _NEWEST_VERSION)
+            except matrix_forms.FormError as exc:
+                refusals[f] = str(exc)
+        if len(refusals) == len(forms):
+            return decline("target", next(iter(refusals.values())))
+        forms = [f for f in forms if f not in refusals]
+
+    threads = reg_l.mode(0).size if reg_l.rank == 2 else 0
+    if reg_l.rank != 2 or threads % layouts.WARP_SIZE:
+        return decline("register", f"the register side must be a (thread, value) layout over "
+                                   f"whole warps ({layouts.WARP_SIZE}, 64, ... threads), got "
+                                   f"{reg_l} ({reg_l.rank} mode(s), {reg_l.mode(0).size} "
+                                   f"threads)")
+    warps = threads // layouts.WARP_SIZE
+    values = reg_l.mode(1).size
+    thread_ix = np.arange(threads)[:, None]
+    val_ix = np.arange(values)[None, :]
+    element = np.asarray(reg_l(thread_ix + threads * val_ix), dtype=np.int64)
+    if element.min() < 0 or element.max() >= smem_l.size:
+        t, val = np.argwhere((element < 0) | (element >= smem_l.size))[0]
+        return decline("register", f"thread {t} value {val} is tile element {element[t, val]}, "
+                                   f"outside the shared tile {smem_l} of {smem_l.size} elements")
+    coords = np.stack(np.broadcast_arrays(*smem_l.coords(element)), axis=-1)  # (T, V, rank)
+    offset = np.asarray(smem_l(element), dtype=np.int64)
+    coords = coords.reshape(warps, layouts.WARP_SIZE, values, -1)
+    offset = offset.reshape(warps, layouts.WARP_SIZE, values)
+
+    attempts: list[_Attempt] = []
+    for form in forms:
+        per_reg = 4 // form.slot_bytes
+        for num in form.nums:
+            regs = form.byte_map(num).shape[1]
+            if values % (regs * per_reg):
+                continue
+            attempts.append(_try_warps(form, num, per_reg, values, coords, offset, smem_l))
+    if not attempts:
+        sizes = sorted({f.byte_map(n).shape[1] * (4 // f.slot_bytes) for f in forms for n in f.nums})
+        return decline("values", f"each lane holds {values} value(s); one {op} moves "
+                                 f"{' or '.join(map(str, sizes))} {bits}-bit values per lane, so the "
+                                 f"value count must be a multiple of one of these")
+    for a in attempts:
+        if a.stage == 3:
+            addrs, formula = _addresses(a)
+            return Fit(True, None, f"{a.form.instruction(a.num)} fits", direction, dtype,
+                       a.form, a.num, int(a.bases.shape[1]), addrs, formula, warps)
+    best = max(attempts, key=lambda a: a.stage)  # first of the furthest (widest .num first)
+    return decline(_STAGE_REASON[best.stage], best.message)
+
+
+def _try_warps(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
+               offset: np.ndarray, smem: Layout) -> _Attempt:
+    """Every warp must fit the same form and ``.num`` (each gives its own addresses); the
+    answer is the first warp that fails, or all of them with ``bases (warps, groups, m, r)``."""
+    per_warp = []
+    for w in range(coords.shape[0]):
+        a = _try(form, num, per_reg, values, coords[w], offset[w], smem)
+        if a.stage < 3:
+            if coords.shape[0] > 1:
+                a.message = f"warp {w} (threads {32 * w}-{32 * w + 31}): {a.message}"
+            return a
+        per_warp.append(a.bases)
+    return _Attempt(3, "", form, num, np.stack(per_warp))
+
+
+def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
+         offset: np.ndarray, smem: Layout) -> _Attempt:
+    """Check one form/num against the composed layouts; how far it gets and why it stops."""
+    bmap = form.byte_map(num)
+    regs = bmap.shape[1]
+    per_instr = regs * per_reg
+    groups = values // per_instr
+    matrices = int(bmap[..., 0].max()) + 1
+    rows = int(bmap[..., 1].max()) + 1
+    cols = int(bmap[..., 2].max()) + 1
+    name = form.instruction(num)
+    # (group, matrix, row, col) -> (lane, value) of the element whose first byte is there
+    at = np.full((groups, matrices, rows, cols // form.slot_bytes, 2), -1, dtype=np.int64)
+    for lane in range(layouts.WARP_SIZE):
+        for reg in range(regs):
+            for slot in range(per_reg):
+                m, r, c = bmap[lane, reg, slot * 4 // per_reg]
+                for g in range(groups):
+                    at[g, m, r, c // form.slot_bytes] = (lane, g * per_instr + reg * per_reg + slot)
+    lane_v = at[..., 0], at[..., 1]
+    crd = coords[lane_v]                     # (g, m, r, c, rank)
+    off = offset[lane_v] * form.slot_bytes   # byte address of each slot
+    step = np.diff(crd, axis=3)              # along a row
+    unit = (np.abs(step).sum(axis=-1) == 1) & (step.max(axis=-1) == 1)
+    same_axis = (np.argmax(step, axis=-1) == np.argmax(step[:, :, :, :1], axis=-1))
+    register_ok = unit & same_axis
+    contiguous = np.diff(off, axis=3) == form.slot_bytes
+    starts = off[..., 0]
+    aligned = starts % ROW_BYTES == 0
+
+    def where(mask_bad) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.argwhere(mask_bad)[0])
+
+    if contiguous.all() and aligned.all():
+        return _Attempt(3, "", form, num, starts)
+
+    def describe(g, m, r) -> str:
+        who = ", ".join(f"lane {int(at[g, m, r, c, 0])} value {int(at[g, m, r, c, 1])} "
+                        f"= tile {_crd(crd[g, m, r, c])}" for c in range(min(3, at.shape[3])))
+        grp = f" of instruction {g}" if groups > 1 else ""
+        return f"row {r} of matrix {m}{grp} ({who}, ...)"
+
+    if not register_ok.all():
+        g, m, r, c = where(~register_ok)
+        return _Attempt(0, f"the register side is not the {form.shape} fragment pattern of {name}: "
+                           f"{describe(g, m, r)} must be neighbours along one axis of the tile, "
+                           f"one step apart, but element {c + 1} of that row is tile "
+                           f"{_crd(crd[g, m, r, c + 1])} after {_crd(crd[g, m, r, c])}",
+                        form, num)
+    if not contiguous.all():
+        g, m, r, c = where(~contiguous)
+        axis = int(np.argmax(step[g, m, r, 0]))
+        return _Attempt(1, f"for {name}, {describe(g, m, r)} must be {ROW_BYTES} contiguous bytes "
+                           f"in shared memory, but tile {_crd(crd[g, m, r, c])} is at byte "
+                           f"{off[g, m, r, c]} and the next element of the row, tile "
+                           f"{_crd(crd[g, m, r, c + 1])}, at byte {off[g, m, r, c + 1]}: mode "
+                           f"{axis} of the shared layout {smem} must have stride 1 along the "
+                           f"row{_other_trans_hint(form)}", form, num)
+    g, m, r = where(~aligned)
+    return _Attempt(2, f"for {name}, {describe(g, m, r)} starts at byte {starts[g, m, r]}, "
+                       f"not a multiple of {ROW_BYTES}: every row address must be {ROW_BYTES}-byte "
+                       f"aligned (a row stride or tile offset of a multiple of "
+                       f"{ROW_BYTES // form.slot_bytes} elements)", form, num)
+
+
+def _other_trans_hint(form: CopyForm) -> str:
+    return " (or the register side must match the form with" + \
+        ("out .trans)" if form.trans else " .trans)")
+
+
+def _crd(c: np.ndarray) -> str:
+    vals = [int(x) for x in np.atleast_1d(c)]
+    return f"({','.join(map(str, vals))})" if len(vals) > 1 else str(vals[0])
+
+
+def _addresses(a: _Attempt) -> tuple[np.ndarray, str]:
+    """Per-lane byte addresses ``(instructions, 32)`` (``(warps, instructions, 32)`` for several
+    warps) and the formula that gives them.
+
+    Lanes whose address the instruction ignores get the address of the lane ``num * rows``
+    below (the PTX ISA asks for valid addresses there on sm_75 and older)."""
+    rows_of = a.form.address_rows(a.num)
+    bases = a.bases                                   # (warps, groups, matrices, rows)
+    warps, groups, matrices, rows = bases.shape
+    used = rows_of[:, 0] >= 0
+    span = int(used.sum())
+    addrs = np.zeros((warps, groups, layouts.WARP_SIZE), dtype=np.int64)
+    for lane in range(layouts.WARP_SIZE):
+        m, r = rows_of[lane % span]
+        addrs[:, :, lane] = bases[:, :, m, r]
+    b0 = int(bases[0, 0, 0, 0])
+    dr = int(bases[0, 0, 0, 1] - b0) if rows > 1 else 0
+    dm = int(bases[0, 0, 1, 0] - b0) if matrices > 1 else 0
+    dg = int(bases[0, 1, 0, 0] - b0) if groups > 1 else 0
+    dw = int(bases[1, 0, 0, 0] - b0) if warps > 1 else 0
+    w, g, m, r = np.meshgrid(np.arange(warps), np.arange(groups), np.arange(matrices),
+                             np.arange(rows), indexing="ij")
+    affine = np.array_equal(bases, b0 + dw * w + dg * g + dm * m + dr * r)
+    lanes_are_rows = all(tuple(rows_of[l]) == (l // rows, l % rows) for l in range(span))
+    out = addrs[0] if warps == 1 else addrs
+    if not (affine and lanes_are_rows):
+        table = "; ".join(f"warp {i} instruction {j}: {addrs[i, j].tolist()}"
+                          for i in range(warps) for j in range(groups))
+        return out, f"addresses (bytes, lane 0..31) are not affine in the lane: {table}"
+    terms = [str(b0)] if b0 else []
+    terms.append(f"{dr} * (lane % {rows})" if dr else "")
+    if dm:
+        lane_m = f"(lane / {rows})" if span == layouts.WARP_SIZE else f"((lane / {rows}) % {matrices})"
+        terms.append(f"{dm} * {lane_m}")
+    if dg:
+        terms.append(f"{dg} * i")
+    if dw:
+        terms.append(f"{dw} * warp")
+    expr = " + ".join(t for t in terms if t) or "0"
+    notes = ["bytes"]
+    if groups > 1:
+        notes.append(f"instruction i = 0..{groups - 1}")
+    if warps > 1:
+        notes.append(f"warp = thread / 32 = 0..{warps - 1}")
+    return out, f"addr(lane) = smem + {expr}  ({', '.join(notes)})"
