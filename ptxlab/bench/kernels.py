@@ -143,9 +143,10 @@ class GemmConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-#: The configuration the benchmark reports (chosen by measurement, notes/capstone_tuning.md):
-#: 128x256x64, 2x4 warps of 64x64, 3 stages, each k-tile's copies spread over the k-steps, tile
-#: rows taken 16 at a time, mma.sync in column order (rows snaking), 128-byte L2 prefetch.
+#: The large-problem GEMM (chosen by measurement, notes/capstone_tuning.md), the one the notebooks
+#: show: 128x256x64, 2x4 warps of 64x64, 3 stages, each k-tile's copies spread over the k-steps,
+#: tile rows taken 16 at a time, mma.sync in column order (rows snaking), 128-byte L2 prefetch.
+#: The benchmark runs ``GEMM_BY_SIZE``'s configuration of each size (below).
 GEMM_BEST = GemmConfig(split_copies=True, group_m=16, mma_order=1, l2_prefetch=128)
 #: With B column-major the mma order in columns measured 1-2% slower; rows first there, and no
 #: L2 prefetch hint (the hints measured within 1% of each other, none of them ahead).
