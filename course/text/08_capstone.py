@@ -283,17 +283,20 @@ capstone.check_kernels()
 # `cupy.ascontiguousarray(a.T)`. Without one, it shows the committed H100 report instead and
 # says so, with CUTLASS's own `mma.sync` GEMM beside ours.
 #
-# On the H100 (`reports/capstone/REPORT.md`, 2026-11-24) the transpose runs at 93-96% of copy
-# bandwidth from 4096² up (at 2048², 8 MiB of data, only 15%). The GEMM reaches 426-435
-# TFLOP/s at 4096³-8192³: 0.65-0.66 of the `mma.sync` ceiling (657 TFLOP/s, registers only),
-# level with CUTLASS's `mma.sync` GEMM (421-429, the best of a 12-configuration sweep), and
-# about two thirds of cuBLAS (632-637).
+# On the H100 (`reports/capstone/REPORT.md`, 2026-11-26) the transpose runs at 97-120% of copy
+# bandwidth from 4096² up (past 100% at 16384² only because the copy itself ran slow there) and,
+# timed as CUDA graphs of back-to-back launches, at 2048², 8 MiB of data, 104%. The GEMM picks
+# its tiles by problem size (64x128 tiles of 4 warps at 1024³, where 128x256 tiles would leave
+# 100 of the 132 SMs idle; 128x256 from 2048³ up) and reaches 442-443 TFLOP/s at 4096³-8192³
+# with B row-major: 0.67 of the `mma.sync` ceiling (664 TFLOP/s, registers only), 0.99-1.06 of
+# CUTLASS's `mma.sync` GEMM (the best of its sweep) from 2048³ up and 1.48-1.50 at 1024³, and
+# about two thirds of cuBLAS.
 #
 # <details><summary>What limits an mma.sync GEMM on this GPU</summary>
 #
-# At 8192³, the size where the report records board power, every GEMM, ours, CUTLASS's and
-# cuBLAS's, ran at the board's power limit (about 690 W, the limit named in every sample), the
-# SM clock held at 1.3-1.6 GHz, while the ceiling ran at 1.83 GHz. Nsight
+# From 2048³ up every GEMM, ours, CUTLASS's and cuBLAS's, ran at the board's power limit (the
+# limit named in every NVML sample; about 690 W at 8192³, where the report lists board power), the
+# SM clock held at 1.4-1.65 GHz, while the ceiling ran at 1.87 GHz. Nsight
 # Compute puts our tensor pipe 84% busy and CUTLASS's 85%, both at 0.25 `ldmatrix` per `mma`;
 # shared memory, L2 and DRAM are not the limit, and there are no bank conflicts. At that clock
 # 80% of the ceiling would need the tensor pipe 95% busy or more, more than any `mma.sync` kernel
@@ -325,8 +328,8 @@ capstone.performance()
 # on every k-tile of 64, copied with `cp.async` into two slots and swizzled by your
 # `tile_offset`. It checks the product on this notebook's backend (naming the warp, lane and
 # accumulator of a wrong element) and, with a GPU, times it beside the capstone GEMM and cuBLAS.
-# Without one it shows where the course's own answer landed on the H100: 113-121 TFLOP/s,
-# about 0.27 of the capstone GEMM.
+# Without one it shows where the course's own answer landed on the H100: 120-124 TFLOP/s
+# from 2048³ up, about 0.28 of the capstone GEMM.
 #
 # <details><summary>Why it is so much slower than the capstone GEMM</summary>
 #
@@ -334,8 +337,8 @@ capstone.performance()
 # capstone's 64x64 warp tile issues eight for thirty-two, a quarter per mma, because each A
 # fragment serves eight n8 tiles and each B fragment four m16 tiles. An SM's shared memory
 # delivers 128 bytes a cycle, so an `ldmatrix.x4` (512 bytes) takes it 4 cycles, while the
-# SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (the 657 TFLOP/s ceiling over
-# 132 SMs at 1.83 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of
+# SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (the 664 TFLOP/s ceiling over
+# 132 SMs at 1.87 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of
 # the ceiling.
 # The 64x64 block tile also reads 2.7 times as many bytes of A and B from L2 per flop as the
 # capstone's 128x256.

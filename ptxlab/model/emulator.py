@@ -431,8 +431,8 @@ def stmatrix_form(smem: np.ndarray, addrs, regs, f: matrix_forms.MatrixForm) -> 
         addr = int(srt[w, i])
         lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
         raise UndefinedResult(
-            f"stmatrix lanes {lanes} all store a row at address {addr}; which one wins is "
-            "undefined", lane=lanes[1], warp=w if batched else None, address=addr)
+            f"stmatrix lanes {lanes} all store a row at address {addr}; the PTX ISA does not "
+            "say which of them is stored", lane=lanes[1], warp=w if batched else None, address=addr)
     shifts = np.arange(4, dtype=np.uint32) * np.uint32(8)
     data = ((r[..., None] >> shifts) & np.uint32(0xFF)).astype(np.uint8)   # (W, 32, regs, 4)
     dst = rows[:, src_lane] + col[None]                             # (W, 32, regs, 4)

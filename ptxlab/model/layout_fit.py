@@ -358,7 +358,7 @@ def _addresses(a: _Attempt) -> tuple[np.ndarray, str]:
     warps) and the formula that gives them.
 
     Lanes whose address the instruction ignores get the address of the lane ``num * rows``
-    below (the PTX ISA asks for valid addresses there on sm_75 and older)."""
+    below (the PTX ISA asks for valid addresses there for .target sm_75)."""
     rows_of = a.form.address_rows(a.num)
     bases = a.bases                                   # (warps, groups, matrices, rows)
     warps, groups, matrices, rows = bases.shape

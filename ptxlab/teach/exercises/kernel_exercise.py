@@ -111,7 +111,7 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
             warnings.simplefilter("ignore", backends.KernelDiagnostic)
             return backends.launch(source, kernel_name, grid=run.grid, block=run.block,
                                    args=args, shared_mem=run.shared_mem, backend=backend,
-                                   options=tuple(run.options))
+                                   options=tuple(getattr(run, "options", ())))
     except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
