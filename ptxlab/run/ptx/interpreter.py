@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import memory
+from . import memory, synccheck
 from .errors import (Deadlock, DivergenceFault, KernelFault, LaunchError, MemoryFault,
                      UnsupportedInstruction, Where)
 from .racecheck import RaceTracker, racecheck_mode
@@ -112,7 +112,7 @@ class Warp:
         self.cp_open: list = []
         self.cp_groups: list = []
         self.R = None
-        self.exited_at: dict = {}
+        self.exited_at: list = []             # (function code, pc, lanes) of each exit
         prog = block.launch.program
         self.local = np.zeros((WARP, prog.local_size), dtype=np.uint8) if prog.local_size else None
         self.spaces = memory.Spaces(block.launch.glob, block.shared, block.shared_size,
@@ -262,6 +262,7 @@ def run_flow(w: Warp, fl: Flow) -> int:
             if k == K_EXIT or k == K_RET:
                 lanes = mask_array(m)
                 if k == K_EXIT or fl.is_entry:
+                    w.exited_at.append((fl.fc, pc, lanes & w.live))
                     w.live = w.live & ~lanes
                     for f in w.flows:
                         f.live = f.live & ~lanes
@@ -299,6 +300,11 @@ def run_flow(w: Warp, fl: Flow) -> int:
                             f"lanes execute {e.extra or 'a .sync instruction'} without being in "
                             f"its membermask 0x{member:08x}", lanes_of(extra), kind="divergence")
                     ready = bool((have == need).all())
+                    if ready and e.extra == "bar.warp.sync":
+                        invalid = synccheck.check_syncwarp(w, fl, bits_mask(member))
+                        if invalid is not None:
+                            raise LaneFault(invalid.reason, lanes_of(m), kind="sync",
+                                            advice=invalid.advice)
                 else:
                     ready = m is None or bool((m == fl.live).all())
                 if not ready:
@@ -355,13 +361,17 @@ def run_flow(w: Warp, fl: Flow) -> int:
             raise RuntimeError(f"unknown code kind {k}")
     except LaneFault as f:
         cls = {"memory": MemoryFault, "divergence": DivergenceFault, "deadlock": Deadlock,
-               "unsupported": UnsupportedInstruction}.get(f.kind, KernelFault)
+               "unsupported": UnsupportedInstruction,
+               "sync": synccheck.BarrierDivergence}.get(f.kind, KernelFault)
         lanes = f.lanes or lanes_of(m)
         msg = f.message
         if f.kind == "unsupported":
             msg = (f"{msg}. The CPU model stops here rather than guess: run this kernel on a "
                    "GPU (backend='gpu').")
-        raise _located(cls, w, fl.fc, pc, lanes, msg) from None
+        fault = _located(cls, w, fl.fc, pc, lanes, msg)
+        if f.advice:
+            fault.advice = f.advice
+        raise fault from None
     except KernelFault:
         raise
     except _emulator_error() as exc:
@@ -453,6 +463,7 @@ class BlockRun:
                     continue
                 expected = st.count if st.count is not None else WARP * len(alive)
                 if st.arrived >= expected:
+                    synccheck.check_release(self, bar_id, st)
                     self._release(bar_id, st)
                     released = True
             if not released:

@@ -40,11 +40,12 @@ class GenericAddressAsShared(UserWarning):
 class LaneFault(Exception):
     """Raised inside an instruction; the interpreter turns it into a located KernelFault."""
 
-    def __init__(self, message: str, lanes=(), kind: str = "memory"):
+    def __init__(self, message: str, lanes=(), kind: str = "memory", advice: str = ""):
         super().__init__(message)
         self.message = message
         self.lanes = tuple(int(x) for x in lanes)
         self.kind = kind
+        self.advice = advice
 
 
 @dataclass
