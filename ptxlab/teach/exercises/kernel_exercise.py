@@ -4,6 +4,7 @@ emulator's, lane by lane."""
 from __future__ import annotations
 
 import contextvars
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -84,8 +85,11 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
                            status="error")
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in run.args]
     try:
-        return backends.launch(source, kernel_name, grid=run.grid, block=run.block, args=args,
-                               shared_mem=run.shared_mem, backend=backend)
+        with warnings.catch_warnings():
+            # the check says each of the model's diagnostics once, as a note (``_noticed``)
+            warnings.simplefilter("ignore", backends.KernelDiagnostic)
+            return backends.launch(source, kernel_name, grid=run.grid, block=run.block,
+                                   args=args, shared_mem=run.shared_mem, backend=backend)
     except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
@@ -97,9 +101,14 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
     except backends.KernelFault as exc:
         if getattr(exc, "unsupported", False):
             return _ModelCannotRun(str(exc))
-        if str(exc).startswith("race in shared memory"):
+        sanitizer = getattr(exc, "sanitizer", "")
+        if sanitizer == "racecheck" or str(exc).startswith("race in shared memory"):
             return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
-                               status="error", advice=[RACE_ADVICE])
+                               status="error", advice=[getattr(exc, "advice", "") or RACE_ADVICE])
+        if sanitizer == "synccheck":
+            return CheckResult(name, False, 0.0, f"a barrier of the kernel is reached by only "
+                               f"part of the threads ({run.label}): {exc}", status="error",
+                               advice=[exc.advice] if getattr(exc, "advice", "") else [])
         return CheckResult(name, False, 0.0, f"the kernel faulted ({run.label}): {exc}",
                            status="error", advice=[fault_advice])
     except Exception as exc:

@@ -53,12 +53,18 @@ def _matrix_form(ins, cx, what: str) -> tuple[int, bool, str]:
 _ROW_LANES = np.arange(32)
 
 
-def _shared_offsets(get_addr, space: str, what):
-    """A getter of the 32 lanes' byte offsets into the block's shared memory."""
+def _shared_offsets(get_addr, space: str, what, used: int):
+    """A getter of the 32 lanes' byte offsets into the block's shared memory.
+
+    Only the first ``used`` lanes give a row address (8 per matrix: lanes 0-7 for .x1, 0-15
+    for .x2); the instruction ignores the others' registers, so only those lanes are checked
+    and the rest are given offset 0, which nothing reads."""
+    lanes = _ROW_LANES[:used]
+
     def offsets(w) -> np.ndarray:
-        a = get_addr(w).astype(np.uint64)
+        a = get_addr(w).astype(np.uint64)[:used]
         if space == "shared":
-            a = w.spaces.shared32(a, _ROW_LANES, what)
+            a = w.spaces.shared32(a, lanes, what)
         if space == "generic":
             inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
             if not inside.all():
@@ -67,7 +73,9 @@ def _shared_offsets(get_addr, space: str, what):
                                 "memory (ldmatrix/stmatrix read and write only shared memory)",
                                 (lane,))
             a = a - np.uint64(SHARED_WINDOW)
-        return a.astype(np.int64)
+        out = np.zeros(WARP, dtype=np.int64)
+        out[:used] = a.astype(np.int64)
+        return out
     return offsets
 
 
@@ -81,7 +89,7 @@ def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
         raise cx.error(f"{what} .x{num} needs {num} register(s) in braces, got {len(regs)}")
     _, get_addr = cx.address(ins.operands[addr_at], space if space == "shared" else "generic")
     site = Site(ins)
-    return num, trans, regs, _shared_offsets(get_addr, space, site), site
+    return num, trans, regs, _shared_offsets(get_addr, space, site, 8 * num), site
 
 
 @handles("ldmatrix")
