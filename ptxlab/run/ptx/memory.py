@@ -336,7 +336,10 @@ class Spaces:
         if space == "shared":
             off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
             if self.race is not None and getattr(what, "ins", None) is not None:
-                self.race.write(self.warp, lanes, off, total, what)
+                where = (off + SHARED_START)[:, None] + np.arange(total)
+                new = np.ascontiguousarray(values).view(np.uint8).reshape(where.shape)
+                self.race.write(self.warp, lanes, off, total, what,
+                                unchanged=(self.shared[where] == new).reshape(-1))
             _scatter(self.shared, off + SHARED_START, values)
             return
         if space == "local":

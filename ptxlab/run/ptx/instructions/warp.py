@@ -118,10 +118,15 @@ def stmatrix(ins, cx):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
         rows = offsets(w)
         w.spaces.check_shared_rows(rows[:8 * num], _ROW_LANES[:8 * num], site)
-        emulator.stmatrix(w.spaces.shared_bytes(), rows, regs, num=num, trans=trans)
-        if w.spaces.race is not None:      # after the emulator checked every row address
-            w.spaces.race.write(w.index, _ROW_LANES[:8 * num], rows[:8 * num] - SHARED_START, 16,
-                                site)
+        smem = w.spaces.shared_bytes()
+        race = w.spaces.race
+        if race is not None:
+            where = rows[:8 * num, None] + np.arange(16)
+            before = smem[np.clip(where, 0, smem.size - 1)]
+        emulator.stmatrix(smem, rows, regs, num=num, trans=trans)
+        if race is not None:               # after the emulator checked every row address
+            race.write(w.index, _ROW_LANES[:8 * num], rows[:8 * num] - SHARED_START, 16, site,
+                       unchanged=(smem[where] == before).reshape(-1))
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
 
 
