@@ -125,3 +125,25 @@ extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsign
     good = src.replace("for (unsigned i = 0; i < 128; ++i)",
                        "for (unsigned i = threadIdx.x; i < 128; i += blockDim.x)")
     assert ex.block_load_kernel.evaluate(good).passed
+
+
+#: Every warp stores the same fragment to the same rows with stmatrix (the store is not split).
+STMATRIX_EVERY_WARP = r'''
+extern "C" __global__ void store_all(unsigned* out) {
+    __shared__ __align__(16) unsigned short tile[64];
+    int t = threadIdx.x, lane = t % 32;
+    unsigned addr = (unsigned)__cvta_generic_to_shared(&tile[(lane % 8) * 8]);
+    unsigned v = VALUE;
+    asm volatile("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};" :: "r"(addr), "r"(v));
+    __syncthreads();
+    out[t] = tile[t % 64];
+}'''
+
+
+@pytest.mark.parametrize("value,advice", [("0x00010000u * lane + lane", REDUNDANT_COPY_ADVICE),
+                                          ("0x00010000u * t + t", OVERWRITE_ADVICE)])
+def test_stmatrix_from_every_warp_same_or_different_values(value, advice):
+    race = _race(STMATRIX_EVERY_WARP.replace("VALUE", value), "store_all", 64,
+                 [np.zeros(64, np.uint32)])
+    _assert_short_and_said_once(race)
+    assert "with stmatrix" in race.reason and race.advice == advice

@@ -336,10 +336,8 @@ class Spaces:
         if space == "shared":
             off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
             if self.race is not None and getattr(what, "ins", None) is not None:
-                where = (off + SHARED_START)[:, None] + np.arange(total)
-                new = np.ascontiguousarray(values).view(np.uint8).reshape(where.shape)
                 self.race.write(self.warp, lanes, off, total, what,
-                                unchanged=(self.shared[where] == new).reshape(-1))
+                                unchanged=lambda: self._unchanged(off, total, values))
             _scatter(self.shared, off + SHARED_START, values)
             return
         if space == "local":
@@ -349,6 +347,13 @@ class Spaces:
             view[lanes[:, None], idx[:, None] + np.arange(count)] = values
             return
         raise LaneFault(f"{what}: cannot store to state space .{space}", lanes[:1])
+
+    def _unchanged(self, off: np.ndarray, total: int, values: np.ndarray) -> np.ndarray:
+        """Which bytes a shared store is about to write already hold the value it writes (one
+        flag per byte, lane by lane): asked for by the race tracker only when a race is found."""
+        where = (off + SHARED_START)[:, None] + np.arange(total)
+        new = np.ascontiguousarray(values).view(np.uint8).reshape(where.shape)
+        return (self.shared[where] == new).reshape(-1)
 
     # ---- raw shared bytes for the matrix instructions ------------------------------------
 

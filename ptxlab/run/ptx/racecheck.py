@@ -160,6 +160,14 @@ OVERWRITE_ADVICE = (
     "__syncthreads()")
 
 
+def _all_unchanged(unchanged, where: np.ndarray) -> bool:
+    """Whether every racing byte (``where``) of a write kept its value."""
+    if unchanged is None:
+        return False
+    flags = unchanged() if callable(unchanged) else unchanged
+    return bool(flags[where].all())
+
+
 class RaceTracker:
     """Every shared-memory byte of one block: its last writer, its readers since the barrier."""
 
@@ -232,7 +240,7 @@ class RaceTracker:
             b = idx[i]
             self._report(self._access("write", ww[i], self.w_lane[b], self.w_site[b]),
                          self._access(kind, warp, who[i], sid), b,
-                         unchanged is not None and bool(unchanged[clash].all()))
+                         _all_unchanged(unchanged, clash))
         return ww
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
@@ -260,8 +268,9 @@ class RaceTracker:
     def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
               unchanged: np.ndarray | None = None) -> None:
         """Record a write of ``nbytes`` at each lane's offset; ``unchanged`` (one flag per byte,
-        lane by lane) says which bytes the write left as they were, the evidence of a copy
-        that several warps make in full."""
+        lane by lane, or a function that returns them, called only if there is a race) says
+        which bytes the write leaves as they were, the evidence of a copy that several warps
+        make in full."""
         idx, who = self._bytes(lanes, off, nbytes)
         gen = self.generation
         sid = self._site(what)
@@ -279,7 +288,7 @@ class RaceTracker:
             else:
                 first = self._access("read", reader, self.r_lane[b], self.r_site[b])
             self._report(first, self._access("write", warp, who[i], sid), b,
-                         unchanged is not None and bool(unchanged[others].all()))
+                         _all_unchanged(unchanged, others))
         self.w_warp[idx] = warp
         self.w_gen[idx] = gen
         self.w_lane[idx] = who

@@ -73,8 +73,10 @@ def _shared_offsets(get_addr, space: str, what, used: int):
                                 "memory (ldmatrix/stmatrix read and write only shared memory)",
                                 (lane,))
             a = a - np.uint64(SHARED_WINDOW)
+        if used == WARP:
+            return a.astype(np.int64)
         out = np.zeros(WARP, dtype=np.int64)
-        out[:used] = a.astype(np.int64)
+        out[:used] = a
         return out
     return offsets
 
@@ -121,13 +123,24 @@ def stmatrix(ins, cx):
         smem = w.spaces.shared_bytes()
         race = w.spaces.race
         if race is not None:
-            where = rows[:8 * num, None] + np.arange(16)
-            before = smem[np.clip(where, 0, smem.size - 1)]
+            used = rows[:8 * num]
+            offs = used - SHARED_START
+            # rows outside the block's shared memory: the emulator refuses them just below
+            if (offs >= 0).all() and (offs <= w.spaces.shared_size - 16).all():
+                race.write(w.index, _ROW_LANES[:8 * num], offs, 16, site,
+                           unchanged=lambda: _stmatrix_unchanged(smem, rows, regs, num, trans))
         emulator.stmatrix(smem, rows, regs, num=num, trans=trans)
-        if race is not None:               # after the emulator checked every row address
-            race.write(w.index, _ROW_LANES[:8 * num], rows[:8 * num] - SHARED_START, 16, site,
-                       unchanged=(smem[where] == before).reshape(-1))
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+
+def _stmatrix_unchanged(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray, num: int,
+                        trans: bool) -> np.ndarray:
+    """Which bytes of its rows a stmatrix about to run leaves as they are (for racecheck's
+    evidence, computed only when the store races): the store done on a copy, compared."""
+    after = smem.copy()
+    emulator.stmatrix(after, rows, regs, num=num, trans=trans)
+    where = rows[:8 * num, None] + np.arange(16)
+    return (after[where] == smem[where]).reshape(-1)
 
 
 @handles("movmatrix")
