@@ -191,3 +191,16 @@ extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsign
         assert "reached by only part of the threads" in res.message, res.message
         assert "divergent threads in block" in res.message and "warps 1-3 exited" in res.message
         assert res.advice == [BarrierDivergence.advice]
+
+
+def test_lanes_of_one_warp_at_different_barriers():
+    src = r'''extern "C" __global__ void k(unsigned* out) {
+        __shared__ unsigned box[64];
+        int t = threadIdx.x;
+        if (t % 32 < 16) { box[t] = t * 3u; __syncthreads(); out[t] = box[(t + 1) % 64]; }
+        else { box[t] = t + 7u; __syncthreads(); out[t] = box[(t + 5) % 64] * 5u; }
+    }'''
+    fault = _report(src, 64)
+    assert fault.reason.startswith("divergent threads in warp: in warp 0, lanes 0-15 wait at "
+                                   "PTX line"), fault.reason
+    assert "lanes 16-31 wait at PTX line" in fault.reason and "kernel.cu:5" in fault.reason
