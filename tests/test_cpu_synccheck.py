@@ -9,11 +9,17 @@ count that only some warps take) are not reported.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from ptxlab.run import cpu
 from ptxlab.run.ptx.synccheck import BarrierDivergence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "sanitizer"))
+from barriers import BARRIERS, IN_WARP_ZERO  # noqa: E402
 
 ok, why = cpu.available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
@@ -31,15 +37,6 @@ def _report(src: str, threads: int) -> BarrierDivergence:
     assert fault.ptx_line is not None and fault.source_line.startswith("kernel.cu:")
     assert len(fault.reason) < 400, fault.reason
     return fault
-
-
-IN_WARP_ZERO = r'''extern "C" __global__ void k(unsigned* out) {
-    __shared__ unsigned box[128];
-    int t = threadIdx.x, warp = t / 32;
-    box[t] = t;
-    if (warp == 0) __syncthreads();
-    out[t] = box[127 - t];
-}'''
 
 
 def test_barrier_inside_if_warp_zero():
@@ -125,37 +122,13 @@ def test_syncwarp_whose_mask_names_exited_lanes():
     assert np.array_equal(out[:24], (np.arange(24) + 1) % 24)
 
 
-@pytest.mark.parametrize("src,threads", [
-    # the right place: before the branch that selects warp 0
-    (IN_WARP_ZERO.replace("if (warp == 0) __syncthreads();", "__syncthreads();"), 128),
-    # an early return after the last barrier, and a block that is not a multiple of 32
-    (r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[128];
-        int t = threadIdx.x;
-        box[t] = t;
-        __syncthreads();
-        if (t >= 32) return;
-        out[t] = box[t + 32] + __syncthreads_count(t & 1);
-    }'''.replace(" + __syncthreads_count(t & 1)", ""), 100),
-    # every thread counts through __syncthreads_count
-    (r'''extern "C" __global__ void k(unsigned* out) {
-        int t = threadIdx.x;
-        int n = __syncthreads_count(t & 1);
-        out[t] = n;
-    }''', 96),
-    # a barrier with a thread count that only warps 0-1 take (named barrier 1)
-    (r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[64];
-        int t = threadIdx.x;
-        if (t < 64) {
-            box[t] = t;
-            asm volatile("bar.sync 1, 64;");
-            out[t] = box[63 - t];
-        }
-    }''', 128),
-])
-def test_right_barriers_are_not_reported(src, threads):
-    _run(src, threads)
+@pytest.mark.parametrize("name,src,threads,report", BARRIERS, ids=[b[0] for b in BARRIERS])
+def test_each_fixture_kernel(name, src, threads, report):
+    """The kernels the H100 comparison runs under compute-sanitizer's synccheck."""
+    if report:
+        assert _report(src, threads).reason.startswith(report)
+    else:
+        _run(src, threads)
 
 
 def test_a_kernel_check_fails_on_a_divergent_barrier():
@@ -204,3 +177,19 @@ def test_lanes_of_one_warp_at_different_barriers():
     assert fault.reason.startswith("divergent threads in warp: in warp 0, lanes 0-15 wait at "
                                    "PTX line"), fault.reason
     assert "lanes 16-31 wait at PTX line" in fault.reason and "kernel.cu:5" in fault.reason
+
+
+def test_a_barrier_with_a_count_reached_by_half_a_warp():
+    src = r'''extern "C" __global__ void k(unsigned* out) {
+        __shared__ unsigned box[64];
+        int t = threadIdx.x;
+        if (t < 64) {
+            if (t % 32 >= 16) return;
+            box[t] = t;
+            asm volatile("bar.sync 1, 64;");
+            out[t] = box[63 - t];
+        }
+    }'''
+    fault = _report(src, 128)
+    assert fault.reason.startswith("divergent threads in warp: in warp 0, lanes 0-15 reached "
+                                   "bar.sync; lanes 16-31 exited"), fault.reason

@@ -8,7 +8,9 @@ for it, so ``if (warp == 0) __syncthreads();`` runs to the end, but orders nothi
 warps it was meant to order, and the result depends on timing. synccheck calls this
 "divergent thread(s) in block" (and "in warp" when the lanes of one warp part); the CPU model
 checks it each time a barrier opens and raises :class:`BarrierDivergence` naming the barrier,
-the warps (or lanes) that arrived and where the others were.
+the warps (or lanes) that arrived and where the others were. A barrier with a thread count
+(``bar.sync 1, 64``: a named barrier for some warps) is checked only for lanes of an arriving
+warp that exited.
 
 ``__syncwarp(mask)`` (``bar.warp.sync``) is checked where it runs: a lane named in the mask that
 has exited is synccheck's "invalid arguments".
@@ -59,9 +61,13 @@ def _exit_site(program, w, lanes: np.ndarray | None = None) -> str:
 
 def check_release(block, bar_id: int, state) -> None:
     """Raise :class:`BarrierDivergence` if barrier ``bar_id`` of ``block`` is opening although
-    part of the block never reached it. Only barriers of the whole block (no thread count) are
-    checked: a barrier with a count is meant for some of the warps."""
-    if state.count is not None or not state.waiting:
+    part of the block never reached it (a warp exited, waits at another instruction, or some
+    of its lanes exited). A barrier with a thread count is meant for some of the warps: only
+    the lanes of the warps that arrived are checked."""
+    if not state.waiting:
+        return
+    if state.count is not None:        # for part of the block: only its warps' lanes are checked
+        _check_lanes(block, sorted(state.waiting, key=lambda w: w.index))
         return
     program = block.launch.program
     waiting = sorted(state.waiting, key=lambda w: w.index)
@@ -90,12 +96,20 @@ def check_release(block, bar_id: int, state) -> None:
         _raise(block, first, pc, (),
                f"divergent threads in block: the warps wait at different barrier instructions "
                f"for barrier {bar_id} ({where})")
+    _check_lanes(block, waiting)
+
+
+def _check_lanes(block, waiting: list) -> None:
+    """Every lane of each waiting warp reached the barrier (none exited before it)."""
+    program = block.launch.program
     for w in waiting:
         exists = block.thread_exists[w.index]
         left = exists & ~w.live
         if left.any():
             came = exists & w.live
-            _raise(block, w, w.flows[0].pc - 1, tuple(int(i) for i in np.nonzero(came)[0]),
+            pc = w.flows[0].pc - 1
+            what = w.flows[0].fc.instrs[pc].full_opcode
+            _raise(block, w, pc, _idx(came),
                    f"divergent threads in warp: in warp {w.index}, {_lanes_text(_idx(came))} "
                    f"reached {what}; {_lanes_text(_idx(left))} exited"
                    f"{_exit_site(program, w, left)} without reaching it")
