@@ -60,6 +60,7 @@ step rounding  "$PY" scripts/collect_mma_rounding.py --out "$LOGS/rounding" --ca
 step compare   "$PY" scripts/compare_backends.py --rounds 3 --out-dir reports/cpu_backend
 step notebooks "$PY" scripts/course_execute_all.py --out reports/course_gpu
 step sanitizer "$PY" scripts/gpu_sanitizer_check.py --out reports/hardware
+step synccheck "$PY" scripts/gpu_synccheck_check.py --out reports/hardware
 step layout    "$PY" scripts/gpu_shared_layout.py --out reports/hardware
 step verdicts  "$PY" scripts/gpu_verdicts_check.py --out reports/hardware
 step grading   "$PY" scripts/gpu_grading_check.py --out reports/grading_gpu --workers 4
