@@ -147,3 +147,19 @@ def test_stmatrix_from_every_warp_same_or_different_values(value, advice):
                  [np.zeros(64, np.uint32)])
     _assert_short_and_said_once(race)
     assert "with stmatrix" in race.reason and race.advice == advice
+
+
+def test_a_read_then_a_write_of_the_same_value_still_asks_for_a_barrier():
+    """Warp 1 rewrites the value warp 0 is reading: not a copy every warp makes, the read and
+    the write are unordered."""
+    src = r'''
+    extern "C" __global__ void k(unsigned* out) {
+        __shared__ unsigned box[64];
+        int t = threadIdx.x;
+        box[t] = 5u;
+        __syncthreads();
+        if (t < 32) out[t] = box[t + 32];
+        if (t >= 32) box[t] = 5u;
+    }'''
+    race = _race(src, "k", 64, [np.zeros(64, np.uint32)])
+    assert "(write-after-read)" in race.reason and race.advice == BARRIER_ADVICE

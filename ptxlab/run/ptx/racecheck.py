@@ -108,7 +108,8 @@ def _clip(text: str, n: int = 60) -> str:
 @dataclass
 class Race:
     """Two accesses of one byte by different warps with no barrier between them. ``unchanged``:
-    the later access is a write that left the byte as the other warp had it (same value)."""
+    the later access is a write that left the byte as it was (for a write-after-write: the
+    value the other warp wrote)."""
 
     block: tuple
     address: int
@@ -133,13 +134,11 @@ class Race:
                 f"{self.first.how()} at {before}, with no barrier between them")
 
     def advice(self) -> str:
-        """What fixes it, from what was seen: the same values written by several warps are a
-        copy every warp makes in full (a barrier does not help), a write and a read need a
-        barrier between them, different values written need one owner per element."""
-        if self.unchanged:
-            return REDUNDANT_COPY_ADVICE
+        """What fixes it, from what was seen: the same values written by two warps are a copy
+        every warp makes in full (a barrier does not help), different values written need one
+        writer per element, a write and a read need a barrier between them."""
         if self.hazard == "write-after-write":
-            return OVERWRITE_ADVICE
+            return REDUNDANT_COPY_ADVICE if self.unchanged else OVERWRITE_ADVICE
         return BARRIER_ADVICE
 
 
