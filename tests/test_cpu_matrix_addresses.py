@@ -135,4 +135,5 @@ extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsign
     assert res.passed
     notes = [a for a in res.advice if "generic address" in a]
     assert len(notes) == 1 and "__cvta_generic_to_shared" in notes[0], res.advice
+    assert "(PTX line" in notes[0] and "kernel.cu:12)" in notes[0], notes[0]
     assert not [w for w in shown if issubclass(w.category, backends.KernelDiagnostic)]

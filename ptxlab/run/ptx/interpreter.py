@@ -452,6 +452,7 @@ class BlockRun:
             special.update(special_block)
             w = Warp(wi, self, launch.thread_exists[wi], special)
             w.spaces.race, w.spaces.warp = self.race, wi
+            w.spaces.source_of = launch.program.source_location
             w.flows.append(Flow(launch.program.entry, w.live, {}, True))
             self.warps.append(w)
 

@@ -152,7 +152,7 @@ class Spaces:
     """Everything a warp's loads and stores reach: global, its block's shared, its local."""
 
     __slots__ = ("glob", "shared", "shared_size", "local", "params", "param_size", "race",
-                 "warp")
+                 "warp", "source_of")
 
     def __init__(self, glob: GlobalMemory, shared: np.ndarray, shared_size: int,
                  local: np.ndarray | None, params: np.ndarray):
@@ -164,6 +164,7 @@ class Spaces:
         self.param_size = params.size
         self.race = None          # the block's RaceTracker, when races are watched
         self.warp = 0             # this warp's index in its block
+        self.source_of = None     # instruction -> ("kernel.cu:12", text), for diagnostics
 
     # ---- address classification ---------------------------------------------------------
 
@@ -245,7 +246,11 @@ class Spaces:
             return addrs
         i = int(np.argmax(high != 0))
         ins = getattr(what, "ins", None)
-        line = f" (PTX line {ins.line})" if getattr(ins, "line", None) else ""
+        line = f" (PTX line {ins.line}" if getattr(ins, "line", None) else ""
+        if line and self.source_of is not None:
+            src = self.source_of(ins)[0]
+            line += f", {src}" if src else ""
+        line += ")" if line else ""
         warnings.warn(GenericAddressAsShared(
             f"{what}{line}: lane {int(lanes[i])} gave the generic address 0x{int(addrs[i]):x} "
             "to a .shared instruction. It works on sm_90 only because the instruction keeps the "
