@@ -61,6 +61,7 @@ step compare   "$PY" scripts/compare_backends.py --rounds 3 --out-dir reports/cp
 step notebooks "$PY" scripts/course_execute_all.py --out reports/course_gpu
 step blackwell "$PY" scripts/gpu_blackwell_notebooks.py --out reports/course_gpu
 step sanitizer "$PY" scripts/gpu_sanitizer_check.py --out reports/hardware
+step synccheck "$PY" scripts/gpu_synccheck_check.py --out reports/hardware
 step layout    "$PY" scripts/gpu_shared_layout.py --out reports/hardware
 step verdicts  "$PY" scripts/gpu_verdicts_check.py --out reports/hardware
 step grading   "$PY" scripts/gpu_grading_check.py --out reports/grading_gpu --workers 4

@@ -152,21 +152,23 @@ def test_a_generic_pointer_as_shared_address_works_as_on_sm90_and_is_diagnosed()
 
 
 def test_a_kernel_check_names_the_race_and_what_the_model_noticed():
-    from ptxlab.teach.exercises.kernel_exercise import RACE_ADVICE, KernelRun, run_kernel_case
+    from ptxlab.run.ptx.racecheck import BARRIER_ADVICE
+    from ptxlab.teach.exercises.kernel_exercise import KernelRun, run_kernel_case
 
     expected = cpu.run_kernel(FILL_THEN_LOAD.replace("SYNC", "__syncthreads();"), "fill_then_load",
                               (1,), (128,), [np.zeros(128, np.uint32)])[0].reshape(32, 4)
     run = KernelRun("tile", [np.zeros(128, np.uint32)], 0, expected, block=(128,))
     racy = run_kernel_case(FILL_THEN_LOAD.replace("SYNC", ""), "fill_then_load", run, "load",
                            backend="cpu")
-    assert not racy.passed and "has a race" in racy.message and racy.advice == [RACE_ADVICE]
+    assert not racy.passed and "has a race" in racy.message and racy.advice == [BARRIER_ADVICE]
     synced = run_kernel_case(FILL_THEN_LOAD.replace("SYNC", "__syncthreads();"), "fill_then_load",
                              run, "load", backend="cpu")
     assert synced.passed and not synced.advice
     expected = cpu.run_kernel(generic_source("cvta"), "load_generic", (1,), (32,),
                               [np.zeros(128, np.uint32)])[0].reshape(32, 4)
     run = KernelRun("tile", [np.zeros(128, np.uint32)], 0, expected)
-    with pytest.warns(Warning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # said once, in the check's advice, not as a warning
         generic = run_kernel_case(generic_source("generic64"), "load_generic", run, "load",
                                   backend="cpu")
     assert generic.passed and any("__cvta_generic_to_shared" in a for a in generic.advice)

@@ -9,7 +9,7 @@ import pytest
 from ptxlab.run import cpu
 from ptxlab.run.sources import PROJECT_ROOT
 from ptxlab.teach.exercises import ldmatrix_trans as ex
-from ptxlab.teach.exercises.kernel_exercise import RACE_ADVICE
+from ptxlab.run.ptx.racecheck import BARRIER_ADVICE
 
 ok, why = cpu.available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
@@ -34,7 +34,8 @@ def test_trans_on_a_column_major_b_is_named():
 def test_a_missing_block_barrier_is_a_race(barrier):
     wrong = SOURCES["BLOCK_KERNEL"].replace("__syncthreads();", barrier)
     res = ex.block_load_kernel.evaluate(wrong)
-    assert not res.passed and "has a race" in res.message and RACE_ADVICE in res.advice
+    assert not res.passed and "has a race" in res.message and BARRIER_ADVICE in res.advice
+    assert len(res.message) < 700 and res.message.count("__syncthreads") == 0, res.message
     assert "warp 0" in res.message and "ldmatrix" in res.message
     assert any("__syncwarp() orders the threads of one warp only" in a
                for a in res.advice) == bool(barrier)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from ptxlab.run import backends, cpu, gpu
-from ptxlab.teach.exercises.kernel_exercise import (RACE_ADVICE, KernelExercise, KernelRun,
-                                                    run_kernel_case)
+from ptxlab.run.ptx.racecheck import BARRIER_ADVICE
+from ptxlab.teach.exercises.kernel_exercise import KernelExercise, KernelRun, run_kernel_case
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "sanitizer"))
 from kernels import FILL_THEN_LOAD, generic_source  # noqa: E402
@@ -78,7 +78,7 @@ def test_a_race_fails_on_a_gpu_machine_as_on_a_cpu_machine(monkeypatch, with_gpu
     assert with_gpu["calls"] == 0, "the sanitizer's finding decides before any GPU run"
     assert not on_gpu.passed and not on_cpu.passed
     assert on_gpu.message == on_cpu.message and "race" in on_gpu.message
-    assert on_gpu.advice == on_cpu.advice == [RACE_ADVICE]
+    assert on_gpu.advice == on_cpu.advice == [BARRIER_ADVICE]
 
 
 def test_a_right_kernel_passes_on_both_and_names_both(monkeypatch, with_gpu):

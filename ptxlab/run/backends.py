@@ -65,7 +65,12 @@ class CompileError(BackendError):
 
 
 class KernelFault(BackendError):
-    """The kernel started but faulted (illegal address, misaligned access, trap, timeout)."""
+    """The kernel started but faulted (illegal address, misaligned access, trap, timeout), or
+    the CPU model's sanitizer found a race (``sanitizer == "racecheck"``) or a barrier only
+    part of the block reached (``"synccheck"``); ``advice`` is then its sentence on the fix."""
+
+    sanitizer: str = ""
+    advice: str = ""
 
 
 class KernelDiagnostic(UserWarning):
@@ -283,7 +288,8 @@ def launch(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = ()
 
 
 #: Where-it-happened attributes carried over from the CPU model's own fault class.
-_FAULT_ATTRIBUTES = ("block", "warp", "lane", "lanes", "ptx_line", "source_line", "address")
+_FAULT_ATTRIBUTES = ("block", "warp", "lane", "lanes", "ptx_line", "source_line", "address",
+                     "sanitizer", "advice")
 
 
 def _as_backend_error(exc: Exception) -> BackendError | None:

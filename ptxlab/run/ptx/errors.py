@@ -103,8 +103,14 @@ class KernelFault(PtxError):
     """The kernel did something the GPU would fault on or leave undefined.
 
     Attributes ``block``, ``warp``, ``lane`` (the first lane concerned), ``lanes``, ``ptx_line``
-    and ``source_line`` (``"file:line"`` or ``""``) say where.
+    and ``source_line`` (``"file:line"`` or ``""``) say where. ``sanitizer`` names the check
+    that found a mistake the GPU would not fault on (``racecheck``, ``synccheck``; empty for a
+    fault), and ``advice`` is its one sentence on the fix, kept out of the message so a report
+    that prints both says it once.
     """
+
+    sanitizer: str = ""
+    advice: str = ""
 
     def __init__(self, message: str, where: Where | None = None):
         self.reason = message

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import memory
+from . import memory, synccheck
 from .errors import (Deadlock, DivergenceFault, KernelFault, LaunchError, MemoryFault,
                      UnsupportedInstruction, Where)
 from .racecheck import RaceTracker, racecheck_mode
@@ -112,7 +112,7 @@ class Warp:
         self.cp_open: list = []
         self.cp_groups: list = []
         self.R = None
-        self.exited_at: dict = {}
+        self.exited_at: list = []             # (function code, pc, lanes) of each exit
         prog = block.launch.program
         self.local = np.zeros((WARP, prog.local_size), dtype=np.uint8) if prog.local_size else None
         self.spaces = memory.Spaces(block.launch.glob, block.shared, block.shared_size,
@@ -173,8 +173,12 @@ def _divergence_error(w: Warp, fl: Flow) -> None:
     if gone.any():
         parts.append(f"{_lanes(gone)} have already exited")
     first_pc = min(fl.parked)
-    ins = fl.fc.instrs[first_pc]
-    raise _located(DivergenceFault, w, fl.fc, first_pc, lanes_of(fl.parked[first_pc][0]),
+    lanes = lanes_of(fl.parked[first_pc][0])
+    if any(fl.code[pc].kind == K_BAR for pc in fl.parked):   # synccheck's words for a barrier
+        raise _located(synccheck.BarrierDivergence, w, fl.fc, first_pc, lanes,
+                       f"divergent threads in warp: in warp {w.index}, " + "; ".join(parts)
+                       + ". The lanes of a warp must reach the same barrier instruction")
+    raise _located(DivergenceFault, w, fl.fc, first_pc, lanes,
                    "lanes of one warp reach a warp-collective instruction apart: "
                    + "; ".join(parts) + ". All lanes the instruction names must execute it "
                    "together (converged code, no lane-dependent branch around it).")
@@ -196,179 +200,207 @@ def _located(cls, w: Warp, fc: FunctionCode, pc: int, lanes, message: str) -> Ke
     return cls(message, where)
 
 
+# ---------------------------------------------------------------------------------------------
+# One step per kind of code entry
+#
+# Legend of run_flow and the steps below:
+#   pc, mask    the running group: its program counter and lanes (mask None: every lane of
+#               the flow that is still live)
+#   pending     groups of the same flow waiting to run, [pc, mask] sorted by pc; the running
+#               group stops at the lowest of them (``merge_at``) to merge or to let it run first
+#   parked      groups waiting at a warp-collective instruction for the rest of their lanes
+#   K_OP        a plain instruction: ``entry.fn(warp, mask)``, then the next one (inline in the
+#               loop, the hot path); every other kind has its step function in ``_STEPS``
+# A step takes (warp, flow, entry, pc, mask) and returns the (pc, mask) to run next, or
+# (_RETURNED, None) / (_AT_BARRIER, None) when the flow stops there.
+# ---------------------------------------------------------------------------------------------
+
+_RETURNED, _AT_BARRIER = -1, -2
+
+
+def _next_or_return(w: Warp, fl: Flow, pc: int):
+    """The next group to run after the current one stopped at ``pc``, or ``_RETURNED``."""
+    nxt = _next_group(w, fl)
+    if nxt is None:
+        fl.pc, fl.mask = pc, None
+        return _RETURNED, None
+    return nxt
+
+
+def _reconverge(fl: Flow, pc: int, mask):
+    """The running group reached the lowest waiting group's PC (merge with it) or passed it
+    (park the running group and run the waiting one first, which is behind)."""
+    top = fl.pending.pop(0)
+    if top[0] == pc:
+        return pc, mask_or(mask, top[1])
+    fl.push(pc, mask)
+    return top[0], top[1]
+
+
+def _step_branch(w: Warp, fl: Flow, entry, pc: int, mask):
+    """``bra``: counted against the launch's budget (a CPU model cannot wait out a spin on
+    another warp); a predicate that splits the lanes runs the lower target first."""
+    launch = w.launch
+    launch.branches += 1
+    if launch.branches > launch.branch_budget:
+        raise LaneFault(
+            f"the kernel ran more than {launch.branch_budget} branches: an endless loop? (a lane "
+            "spinning on a value another warp or block writes never finishes on the CPU model, "
+            "which runs warps one at a time)", lanes_of(mask), kind="deadlock")
+    if entry.guard < 0:
+        return entry.target, mask
+    pred = fl.R[entry.guard]
+    if entry.neg:
+        pred = ~pred
+    if mask is not None:
+        pred = pred & mask
+    if not pred.any():
+        return pc + 1, mask
+    rest = ~pred if mask is None else mask & ~pred
+    if not rest.any():
+        return entry.target, mask
+    taken = None if pred.all() else pred
+    if entry.target < pc + 1:
+        fl.push(pc + 1, rest)
+        return entry.target, taken
+    fl.push(entry.target, taken)
+    return pc + 1, rest
+
+
+def _step_exit(w: Warp, fl: Flow, entry, pc: int, mask):
+    """``exit`` (or ``ret`` of the kernel): the lanes leave the warp; ``ret`` of a called
+    function: they leave the call only."""
+    lanes = mask_array(mask)
+    if entry.kind == K_EXIT or fl.is_entry:
+        w.exited_at.append((fl.fc, pc, lanes & w.live))
+        w.live = w.live & ~lanes
+        for f in w.flows:
+            f.live = f.live & ~lanes
+    else:
+        fl.live = fl.live & ~lanes
+    return _next_or_return(w, fl, pc)
+
+
+def _step_collective(w: Warp, fl: Flow, entry, pc: int, mask):
+    """A warp-collective instruction (``K_COLL``) or a barrier (``K_BAR``): it runs once every
+    lane it needs is here; until then the group parks and another runs."""
+    if entry.guard >= 0:
+        pred = fl.R[entry.guard]
+        if entry.neg:
+            pred = ~pred
+        have = mask_array(mask)
+        on = pred & have
+        if not on.any():
+            return pc + 1, mask
+        if not (on == have).all():
+            raise LaneFault("a guard predicate that differs between lanes skips a "
+                            "warp-collective instruction in some of them", lanes_of(have & ~pred),
+                            kind="divergence")
+    member = None
+    if entry.member is not None:
+        member = _uniform_member(entry.member(w), mask)
+        named = bits_mask(member)
+        need = named & fl.live
+        have = mask_array(mask)
+        extra = have & ~named
+        if extra.any():
+            raise LaneFault(f"lanes execute {entry.extra or 'a .sync instruction'} without being "
+                            f"in its membermask 0x{member:08x}", lanes_of(extra), kind="divergence")
+        ready = bool((have == need).all())
+        if ready and w.exited_at and entry.extra == "bar.warp.sync":
+            invalid = synccheck.check_syncwarp(w, fl, named)
+            if invalid is not None:
+                raise LaneFault(invalid.reason, lanes_of(mask), kind="sync", advice=invalid.advice)
+    else:
+        ready = mask is None or bool((mask == fl.live).all())
+    if not ready:
+        waiting = fl.parked.get(pc, (False, member))[0]
+        fl.parked[pc] = (mask if waiting is False else mask_or(waiting, mask), member)
+        return _next_or_return(w, fl, pc)
+    if entry.aligned and entry.kind == K_COLL and not w.live.all():
+        gone = ~w.live
+        raise LaneFault(
+            f"{entry.extra or 'this warp-collective instruction'} needs all 32 lanes of the warp, "
+            f"but {_lanes(gone)} "
+            + ("never existed (the block size is not a multiple of 32)"
+               if (gone & ~w.block.thread_exists[w.index]).any() else "have exited"),
+            lanes_of(gone), kind="divergence")
+    if entry.kind == K_COLL:
+        entry.fn(w, mask)
+        return pc + 1, mask
+    if not fl.is_entry:
+        raise LaneFault("bar.sync inside a called (non-inlined) function is not modelled",
+                        lanes_of(mask), kind="unsupported")
+    if entry.fn(w, mask) == "arrive":
+        return pc + 1, mask
+    fl.pc, fl.mask = pc + 1, mask
+    w.state = "bar"
+    return _AT_BARRIER, None
+
+
+def _step_call(w: Warp, fl: Flow, entry, pc: int, mask):
+    """``call``: the callee runs to its return; the lanes still live go on after the call."""
+    cont = entry.fn(w, mask, fl)
+    w.R = fl.R
+    if cont is False:
+        return _next_or_return(w, fl, pc)
+    return pc + 1, cont
+
+
+def _step_trap(w: Warp, fl: Flow, entry, pc: int, mask):
+    entry.fn(w, mask)
+    raise LaneFault("the kernel executed trap", lanes_of(mask), kind="trap")
+
+
+#: The step of each kind of code entry, indexed by kind (K_OP runs inline in run_flow).
+_STEPS = [None] * (max(K_OP, K_BRA, K_EXIT, K_RET, K_BAR, K_COLL, K_CALL, K_TRAP) + 1)
+for _kind, _step in ((K_BRA, _step_branch), (K_EXIT, _step_exit), (K_RET, _step_exit),
+                     (K_COLL, _step_collective), (K_BAR, _step_collective),
+                     (K_CALL, _step_call), (K_TRAP, _step_trap)):
+    _STEPS[_kind] = _step
+del _kind, _step
+
+_FAULT_CLASSES = {"memory": MemoryFault, "divergence": DivergenceFault, "deadlock": Deadlock,
+                  "unsupported": UnsupportedInstruction, "sync": synccheck.BarrierDivergence}
+
+
 def run_flow(w: Warp, fl: Flow) -> int:
     """Run ``fl`` until all its lanes return (DONE) or it waits at a barrier (BLOCKED)."""
     code = fl.code
-    pc, m = fl.pc, fl.mask
-    w.R = fl.R
     pending = fl.pending
-    limit = pending[0][0] if pending else _BIG
-    launch = w.launch
+    pc, mask = fl.pc, fl.mask
+    w.R = fl.R
+    merge_at = pending[0][0] if pending else _BIG
     try:
         while True:
-            if pc >= limit:
-                top = pending[0]
-                if top[0] == pc:
-                    pending.pop(0)
-                    m = mask_or(m, top[1])
-                else:
-                    pending.pop(0)
-                    fl.push(pc, m)
-                    pc, m = top
-                limit = pending[0][0] if pending else _BIG
-                continue
-            e = code[pc]
-            k = e.kind
-            if k == K_OP:
-                e.fn(w, m)
-                pc += 1
-                continue
-            if k == K_BRA:
-                launch.branches += 1
-                if launch.branches > launch.branch_budget:
-                    raise LaneFault(
-                        f"the kernel ran more than {launch.branch_budget} branches: an endless "
-                        "loop? (a lane spinning on a value another warp or block writes never "
-                        "finishes on the CPU model, which runs warps one at a time)",
-                        lanes_of(m), kind="deadlock")
-                g = e.guard
-                if g < 0:
-                    pc = e.target
-                    if pc >= limit:
-                        continue
-                    continue
-                p = fl.R[g]
-                if e.neg:
-                    p = ~p
-                if m is not None:
-                    p = p & m
-                if not p.any():
+            if pc >= merge_at:
+                pc, mask = _reconverge(fl, pc, mask)
+            else:
+                entry = code[pc]
+                if entry.kind == K_OP:
+                    entry.fn(w, mask)
                     pc += 1
                     continue
-                if m is None:
-                    rest = ~p
-                else:
-                    rest = m & ~p
-                if not rest.any():
-                    pc = e.target
-                    continue
-                taken = None if p.all() else p
-                lo, hi = (e.target, pc + 1) if e.target < pc + 1 else (pc + 1, e.target)
-                lo_m, hi_m = (taken, rest) if e.target < pc + 1 else (rest, taken)
-                fl.push(hi, hi_m)
-                pc, m = lo, lo_m
-                limit = pending[0][0]
-                continue
-            if k == K_EXIT or k == K_RET:
-                lanes = mask_array(m)
-                if k == K_EXIT or fl.is_entry:
-                    w.live = w.live & ~lanes
-                    for f in w.flows:
-                        f.live = f.live & ~lanes
-                else:
-                    fl.live = fl.live & ~lanes
-                nxt = _next_group(w, fl)
-                if nxt is None:
-                    fl.pc, fl.mask = pc, None
-                    return DONE
-                pc, m = nxt
-                limit = pending[0][0] if pending else _BIG
-                continue
-            if k == K_COLL or k == K_BAR:
-                if e.guard >= 0:
-                    p = fl.R[e.guard]
-                    if e.neg:
-                        p = ~p
-                    am = mask_array(m)
-                    eff = p & am
-                    if not eff.any():
-                        pc += 1
-                        continue
-                    if not (eff == am).all():
-                        raise LaneFault("a guard predicate that differs between lanes skips "
-                                        "a warp-collective instruction in some of them",
-                                        lanes_of(am & ~p), kind="divergence")
-                member = None
-                if e.member is not None:
-                    member = _uniform_member(e.member(w), m)
-                    need = bits_mask(member) & fl.live
-                    have = mask_array(m)
-                    extra = have & ~bits_mask(member)
-                    if extra.any():
-                        raise LaneFault(
-                            f"lanes execute {e.extra or 'a .sync instruction'} without being in "
-                            f"its membermask 0x{member:08x}", lanes_of(extra), kind="divergence")
-                    ready = bool((have == need).all())
-                else:
-                    ready = m is None or bool((m == fl.live).all())
-                if not ready:
-                    pm = fl.parked.get(pc, (False, member))[0]
-                    merged = m if pm is False else mask_or(pm, m)
-                    fl.parked[pc] = (merged, member)
-                    nxt = _next_group(w, fl)
-                    if nxt is None:
-                        fl.pc, fl.mask = pc, None
-                        return DONE
-                    pc, m = nxt
-                    limit = pending[0][0] if pending else _BIG
-                    continue
-                if e.aligned and k == K_COLL and not w.live.all():
-                    gone = ~w.live
-                    raise LaneFault(
-                        f"{e.extra or 'this warp-collective instruction'} needs all 32 lanes of "
-                        f"the warp, but {_lanes(gone)} "
-                        + ("never existed (the block size is not a multiple of 32)"
-                           if (gone & ~w.block.thread_exists[w.index]).any() else "have exited"),
-                        lanes_of(gone), kind="divergence")
-                if k == K_COLL:
-                    e.fn(w, m)
-                    pc += 1
-                    continue
-                # barrier
-                if not fl.is_entry:
-                    raise LaneFault("bar.sync inside a called (non-inlined) function is not "
-                                    "modelled", lanes_of(m), kind="unsupported")
-                action = e.fn(w, m)
-                if action == "arrive":
-                    pc += 1
-                    continue
-                fl.pc, fl.mask = pc + 1, m
-                w.state = "bar"
-                return BLOCKED
-            if k == K_CALL:
-                cont = e.fn(w, m, fl)
-                w.R = fl.R
-                if cont is False:
-                    nxt = _next_group(w, fl)
-                    if nxt is None:
-                        fl.pc, fl.mask = pc, None
-                        return DONE
-                    pc, m = nxt
-                    limit = pending[0][0] if pending else _BIG
-                    continue
-                m = cont
-                pc += 1
-                continue
-            if k == K_TRAP:
-                e.fn(w, m)
-                raise LaneFault("the kernel executed trap", lanes_of(m), kind="trap")
-            raise RuntimeError(f"unknown code kind {k}")
+                pc, mask = _STEPS[entry.kind](w, fl, entry, pc, mask)
+                if pc < 0:
+                    return DONE if pc == _RETURNED else BLOCKED
+            merge_at = pending[0][0] if pending else _BIG
     except LaneFault as f:
-        cls = {"memory": MemoryFault, "divergence": DivergenceFault, "deadlock": Deadlock,
-               "unsupported": UnsupportedInstruction}.get(f.kind, KernelFault)
-        lanes = f.lanes or lanes_of(m)
         msg = f.message
         if f.kind == "unsupported":
             msg = (f"{msg}. The CPU model stops here rather than guess: run this kernel on a "
                    "GPU (backend='gpu').")
-        raise _located(cls, w, fl.fc, pc, lanes, msg) from None
+        fault = _located(_FAULT_CLASSES.get(f.kind, KernelFault), w, fl.fc, pc,
+                         f.lanes or lanes_of(mask), msg)
+        if f.advice:
+            fault.advice = f.advice
+        raise fault from None
     except KernelFault:
         raise
     except _emulator_error() as exc:
-        lanes = (exc.lane,) if getattr(exc, "lane", None) is not None else lanes_of(m)
+        lanes = (exc.lane,) if getattr(exc, "lane", None) is not None else lanes_of(mask)
         raise _located(MemoryFault if "address" in type(exc).__name__.lower()
-                       or "Address" in type(exc).__name__ else KernelFault,
-                       w, fl.fc, pc, lanes, str(exc)) from None
+                       else KernelFault, w, fl.fc, pc, lanes, str(exc)) from None
 
 
 def _emulator_error():
@@ -420,6 +452,7 @@ class BlockRun:
             special.update(special_block)
             w = Warp(wi, self, launch.thread_exists[wi], special)
             w.spaces.race, w.spaces.warp = self.race, wi
+            w.spaces.source_of = launch.program.source_location
             w.flows.append(Flow(launch.program.entry, w.live, {}, True))
             self.warps.append(w)
 
@@ -453,6 +486,7 @@ class BlockRun:
                     continue
                 expected = st.count if st.count is not None else WARP * len(alive)
                 if st.arrived >= expected:
+                    synccheck.check_release(self, bar_id, st)
                     self._release(bar_id, st)
                     released = True
             if not released:

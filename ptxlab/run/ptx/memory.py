@@ -40,11 +40,12 @@ class GenericAddressAsShared(UserWarning):
 class LaneFault(Exception):
     """Raised inside an instruction; the interpreter turns it into a located KernelFault."""
 
-    def __init__(self, message: str, lanes=(), kind: str = "memory"):
+    def __init__(self, message: str, lanes=(), kind: str = "memory", advice: str = ""):
         super().__init__(message)
         self.message = message
         self.lanes = tuple(int(x) for x in lanes)
         self.kind = kind
+        self.advice = advice
 
 
 @dataclass
@@ -151,7 +152,7 @@ class Spaces:
     """Everything a warp's loads and stores reach: global, its block's shared, its local."""
 
     __slots__ = ("glob", "shared", "shared_size", "local", "params", "param_size", "race",
-                 "warp")
+                 "warp", "source_of")
 
     def __init__(self, glob: GlobalMemory, shared: np.ndarray, shared_size: int,
                  local: np.ndarray | None, params: np.ndarray):
@@ -163,6 +164,7 @@ class Spaces:
         self.param_size = params.size
         self.race = None          # the block's RaceTracker, when races are watched
         self.warp = 0             # this warp's index in its block
+        self.source_of = None     # instruction -> ("kernel.cu:12", text), for diagnostics
 
     # ---- address classification ---------------------------------------------------------
 
@@ -244,7 +246,11 @@ class Spaces:
             return addrs
         i = int(np.argmax(high != 0))
         ins = getattr(what, "ins", None)
-        line = f" (PTX line {ins.line})" if getattr(ins, "line", None) else ""
+        line = f" (PTX line {ins.line}" if getattr(ins, "line", None) else ""
+        if line and self.source_of is not None:
+            src = self.source_of(ins)[0]
+            line += f", {src}" if src else ""
+        line += ")" if line else ""
         warnings.warn(GenericAddressAsShared(
             f"{what}{line}: lane {int(lanes[i])} gave the generic address 0x{int(addrs[i]):x} "
             "to a .shared instruction. It works on sm_90 only because the instruction keeps the "
@@ -335,7 +341,8 @@ class Spaces:
         if space == "shared":
             off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
             if self.race is not None and getattr(what, "ins", None) is not None:
-                self.race.write(self.warp, lanes, off, total, what)
+                self.race.write(self.warp, lanes, off, total, what,
+                                unchanged=lambda: self._unchanged(off, total, values))
             _scatter(self.shared, off + SHARED_START, values)
             return
         if space == "local":
@@ -345,6 +352,13 @@ class Spaces:
             view[lanes[:, None], idx[:, None] + np.arange(count)] = values
             return
         raise LaneFault(f"{what}: cannot store to state space .{space}", lanes[:1])
+
+    def _unchanged(self, off: np.ndarray, total: int, values: np.ndarray) -> np.ndarray:
+        """Which bytes a shared store is about to write already hold the value it writes (one
+        flag per byte, lane by lane): asked for by the race tracker only when a race is found."""
+        where = (off + SHARED_START)[:, None] + np.arange(total)
+        new = np.ascontiguousarray(values).view(np.uint8).reshape(where.shape)
+        return (self.shared[where] == new).reshape(-1)
 
     # ---- raw shared bytes for the matrix instructions ------------------------------------
 

@@ -25,7 +25,8 @@ from .errors import KernelFault, Where
 from .memory import SHARED_START
 
 __all__ = ["RACECHECK_ENV", "racecheck_mode", "SharedMemoryRace", "RaceWarning",
-           "UninitializedSharedRead", "RaceTracker", "Access", "Site"]
+           "UninitializedSharedRead", "RaceTracker", "Access", "Site", "Race",
+           "REDUNDANT_COPY_ADVICE", "BARRIER_ADVICE", "OVERWRITE_ADVICE"]
 
 #: ``error`` (default): a launch with a race raises :class:`SharedMemoryRace`; ``warn``: a
 #: :class:`RaceWarning` instead; ``off``: no watching (and no cost).
@@ -54,7 +55,10 @@ class Site(str):
 
 
 class SharedMemoryRace(KernelFault):
-    """Two warps touched one shared-memory byte with no barrier between them."""
+    """Two warps touched one shared-memory byte with no barrier between them; ``advice`` says
+    what fixes it, from what the accesses were (see :meth:`Race.advice`)."""
+
+    sanitizer = "racecheck"
 
 
 class RaceWarning(UserWarning):
@@ -77,21 +81,41 @@ class Access:
     source: str          # "kernel.cu:12" (from .loc), empty without line info
     source_text: str
 
-    def describe(self) -> str:
-        where = f"PTX line {self.ptx_line}" if self.ptx_line else "PTX"
-        text = f" `{self.ptx_text.strip()}`" if self.ptx_text else ""
-        src = ""
+    def place(self) -> str:
+        """Where in the code, shortest first: the CUDA line and its text, then the PTX line
+        (its text only when there is no CUDA line to show)."""
+        ptx = f"PTX line {self.ptx_line}" if self.ptx_line else "PTX"
         if self.source:
-            src = f", {self.source}" + (f" `{self.source_text.strip()}`" if self.source_text else "")
-        return f"a {self.kind} by warp {self.warp} lane {self.lane} ({where}{text}{src})"
+            text = _clip(self.source_text)
+            return f"{self.source}" + (f" `{text}`" if text else "") + f" ({ptx})"
+        return f"{ptx}" + (f" `{_clip(self.ptx_text)}`" if self.ptx_text else "")
+
+    def who(self) -> str:
+        return f"warp {self.warp}" + (f" lane {self.lane}" if self.lane >= 0 else "")
+
+    def how(self) -> str:
+        """`` with ldmatrix`` for an instruction other than a plain load or store."""
+        words = self.ptx_text.split()
+        op = words[0].split(".")[0] if words else ""
+        return f" with {op}" if op and op not in ("ld", "st") else ""
+
+
+def _clip(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 @dataclass
 class Race:
+    """Two accesses of one byte by different warps with no barrier between them. ``unchanged``:
+    the later access is a write that left the byte as it was (for a write-after-write: the
+    value the other warp wrote)."""
+
     block: tuple
     address: int
     first: Access
     second: Access
+    unchanged: bool = False
 
     @property
     def hazard(self) -> str:
@@ -99,9 +123,48 @@ class Race:
                 ("write", "write"): "write-after-write"}[(self.first.kind, self.second.kind)]
 
     def describe(self) -> str:
-        return (f"{self.hazard} race on shared address {self.address} (0x{self.address:x}) in "
-                f"block {self.block}: {self.first.describe()}, then {self.second.describe()}, "
-                "with no __syncthreads() (bar.sync) between them")
+        verb = {"read": "reads", "write": "writes"}[self.second.kind]
+        done = {"read": "read", "write": "wrote"}[self.first.kind]
+        there = self.second.place()
+        before = self.first.place()
+        if self.first.source and self.first.source == self.second.source:
+            before = "the same line"
+        return (f"({self.hazard}): {self.second.who()} {verb}{self.second.how()} shared "
+                f"address 0x{self.address:x} at {there}, which {self.first.who()} {done}"
+                f"{self.first.how()} at {before}, with no barrier between them")
+
+    def advice(self) -> str:
+        """What fixes it, from what was seen: the same values written by two warps are a copy
+        every warp makes in full (a barrier does not help), different values written need one
+        writer per element, a write and a read need a barrier between them."""
+        if self.hazard == "write-after-write":
+            return REDUNDANT_COPY_ADVICE if self.unchanged else OVERWRITE_ADVICE
+        return BARRIER_ADVICE
+
+
+#: Several warps write the same values to the same addresses: each copies the whole tile.
+REDUNDANT_COPY_ADVICE = (
+    "several warps write the same values to the same shared addresses: every warp copies the "
+    "whole tile, the copy is not split by thread. Start the copy loop at threadIdx.x and step "
+    "by blockDim.x, so each thread copies its own elements; a barrier does not fix this")
+#: One warp writes, another reads the same address, unordered.
+BARRIER_ADVICE = (
+    "a write by one warp and a read of the same shared address by another are not ordered: on "
+    "a GPU the result depends on which warp runs first. Put __syncthreads() after the writes "
+    "and before the reads, where every thread of the block reaches it")
+#: Two warps write different values to one address.
+OVERWRITE_ADVICE = (
+    "two warps write different values to the same shared address: which one stays depends on "
+    "timing. Give each element one writer (index by threadIdx.x), or order the writes with "
+    "__syncthreads()")
+
+
+def _all_unchanged(unchanged, where: np.ndarray) -> bool:
+    """Whether every racing byte (``where``) of a write kept its value."""
+    if unchanged is None:
+        return False
+    flags = unchanged() if callable(unchanged) else unchanged
+    return bool(flags[where].all())
 
 
 class RaceTracker:
@@ -158,14 +221,15 @@ class RaceTracker:
         who = np.repeat(np.asarray(lanes), nbytes)
         return idx, who
 
-    def _report(self, first: Access, second: Access, index: int) -> None:
+    def _report(self, first: Access, second: Access, index: int, unchanged: bool) -> None:
         key = (first.kind, first.ptx_line, second.kind, second.ptx_line)
         if key in self._seen:
             return
         self._seen.add(key)
-        self.races.append(Race(self.block, int(index) + SHARED_START, first, second))
+        self.races.append(Race(self.block, int(index) + SHARED_START, first, second, unchanged))
 
-    def _after_other_writer(self, kind: str, warp: int, idx, who, sid: int) -> np.ndarray:
+    def _after_other_writer(self, kind: str, warp: int, idx, who, sid: int,
+                            unchanged=None) -> np.ndarray:
         """Report a ``kind`` access of bytes another warp wrote since the last barrier; return
         the bytes' last writers (-1: never written)."""
         ww = self.w_warp[idx]
@@ -174,7 +238,8 @@ class RaceTracker:
             i = int(np.argmax(clash))
             b = idx[i]
             self._report(self._access("write", ww[i], self.w_lane[b], self.w_site[b]),
-                         self._access(kind, warp, who[i], sid), b)
+                         self._access(kind, warp, who[i], sid), b,
+                         _all_unchanged(unchanged, clash))
         return ww
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
@@ -199,11 +264,16 @@ class RaceTracker:
         self.r_lane[idx] = who
         self.r_site[idx] = sid
 
-    def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
+    def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
+              unchanged: np.ndarray | None = None) -> None:
+        """Record a write of ``nbytes`` at each lane's offset; ``unchanged`` (one flag per byte,
+        lane by lane, or a function that returns them, called only if there is a race) says
+        which bytes the write leaves as they were, the evidence of a copy that several warps
+        make in full."""
         idx, who = self._bytes(lanes, off, nbytes)
         gen = self.generation
         sid = self._site(what)
-        self._after_other_writer("write", warp, idx, who, sid)
+        self._after_other_writer("write", warp, idx, who, sid, unchanged)
         me = np.uint64(1 << warp)
         others = (self.r_gen[idx] == gen) & ((self.r_warps[idx] & ~me) != 0)
         if others.any():
@@ -216,7 +286,8 @@ class RaceTracker:
                 first = self._access("read", reader, -1, int(self.r_site[b]))
             else:
                 first = self._access("read", reader, self.r_lane[b], self.r_site[b])
-            self._report(first, self._access("write", warp, who[i], sid), b)
+            self._report(first, self._access("write", warp, who[i], sid), b,
+                         _all_unchanged(unchanged, others))
         self.w_warp[idx] = warp
         self.w_gen[idx] = gen
         self.w_lane[idx] = who
@@ -226,22 +297,23 @@ class RaceTracker:
         """Raise (``error``) or warn about what was found, once the block has run."""
         for access, index in self.uninitialized:
             warnings.warn(UninitializedSharedRead(
-                f"{access.describe()} reads shared address {index} (0x{index:x}) of block "
+                f"{access.who()} at {access.place()} reads shared address 0x{index:x} of block "
                 f"{self.block}, which no thread of the block wrote: on a GPU it holds whatever "
                 "was there before"), stacklevel=2)
         if not self.races:
             return
-        text = "; ".join(r.describe() for r in self.races[:3])
-        more = f" (and {len(self.races) - 3} more)" if len(self.races) > 3 else ""
-        message = (f"race in shared memory: {text}{more}. The CPU model runs warps one at a "
-                   "time, a GPU runs them at once: put __syncthreads() between the writes of "
-                   "one warp and the reads of another")
-        if mode == "warn":
-            warnings.warn(RaceWarning(message), stacklevel=2)
-            return
         first = self.races[0]
+        more = len(self.races) - 1
+        message = (f"race in shared memory {first.describe()}"
+                   + (f" ({more} more pair{'s' if more > 1 else ''} of instructions race too)"
+                      if more else ""))
+        if mode == "warn":
+            warnings.warn(RaceWarning(f"{message}. {first.advice()}"), stacklevel=2)
+            return
         where = Where(block=self.block, warp=first.second.warp,
                       lanes=(first.second.lane,) if first.second.lane >= 0 else (),
                       ptx_line=first.second.ptx_line, ptx_text=first.second.ptx_text,
                       source=first.second.source, source_text=first.second.source_text)
-        raise SharedMemoryRace(message, where)
+        race = SharedMemoryRace(message, where)
+        race.advice = first.advice()
+        raise race

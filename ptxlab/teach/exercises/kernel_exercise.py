@@ -125,12 +125,20 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
         if getattr(exc, "unsupported", False):
             return _ModelCannotRun(str(exc))
         kind = getattr(exc, "kind", "fault")
-        if kind == "race" or str(exc).startswith("race in shared memory"):
-            # the sanitizer's finding says which accesses raced: two writes want the work split
-            advice = (SHARED_WRITES_ADVICE if "write-after-write" in str(exc).split("\n")[0]
-                      else RACE_ADVICE)
+        sanitizer = getattr(exc, "sanitizer", "")
+        if sanitizer == "racecheck" or kind == "race" or str(exc).startswith("race in shared memory"):
+            # the sanitizer's finding says which accesses raced and what fixes it; two writes
+            # of the same words want the work split between warps, not a barrier
+            advice = getattr(exc, "advice", "") or (
+                SHARED_WRITES_ADVICE if "write-after-write" in str(exc).split("\n")[0]
+                else RACE_ADVICE)
             return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
                                status="error", advice=[advice], details={"failure": "race"})
+        if sanitizer == "synccheck":
+            return CheckResult(name, False, 0.0, f"a barrier of the kernel is reached by only "
+                               f"part of the threads ({run.label}): {exc}", status="error",
+                               advice=[exc.advice] if getattr(exc, "advice", "") else [],
+                               details={"failure": "barrier"})
         if kind == "hang":      # its own message says what hung; address advice would mislead
             return CheckResult(name, False, 0.0, f"the kernel did not finish ({run.label}): "
                                f"{exc}", status="error", details={"failure": "hang"})

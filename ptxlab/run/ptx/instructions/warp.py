@@ -49,12 +49,18 @@ def _matrix_form(ins, cx, what: str) -> matrix_forms.MatrixForm:
 _ROW_LANES = np.arange(32)
 
 
-def _shared_offsets(get_addr, space: str, what):
-    """A getter of the 32 lanes' byte offsets into the block's shared memory."""
+def _shared_offsets(get_addr, space: str, what, used: int):
+    """A getter of the 32 lanes' byte offsets into the block's shared memory.
+
+    Only the first ``used`` lanes give a row address (8 per matrix: lanes 0-7 for .x1, 0-15
+    for .x2); the instruction ignores the others' registers, so only those lanes are checked
+    and the rest are given offset 0, which nothing reads."""
+    lanes = _ROW_LANES[:used]
+
     def offsets(w) -> np.ndarray:
-        a = get_addr(w).astype(np.uint64)
+        a = get_addr(w).astype(np.uint64)[:used]
         if space == "shared":
-            a = w.spaces.shared32(a, _ROW_LANES, what)
+            a = w.spaces.shared32(a, lanes, what)
         if space == "generic":
             inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
             if not inside.all():
@@ -63,7 +69,11 @@ def _shared_offsets(get_addr, space: str, what):
                                 "memory (ldmatrix/stmatrix read and write only shared memory)",
                                 (lane,))
             a = a - np.uint64(SHARED_WINDOW)
-        return a.astype(np.int64)
+        if used == WARP:
+            return a.astype(np.int64)
+        out = np.zeros(WARP, dtype=np.int64)
+        out[:used] = a
+        return out
     return offsets
 
 
@@ -80,7 +90,7 @@ def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
     space = "shared" if f.space.startswith("shared") else "generic"
     _, get_addr = cx.address(ins.operands[addr_at], space)
     site = Site(ins)
-    return f, regs, _shared_offsets(get_addr, space, site), site
+    return f, regs, _shared_offsets(get_addr, space, site, f.address_lane_count), site
 
 
 @handles("ldmatrix")
@@ -110,10 +120,26 @@ def stmatrix(ins, cx):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
         rows = offsets(w)
         w.spaces.check_shared_rows(rows[:n], _ROW_LANES[:n], site)
-        emulator.stmatrix_form(w.spaces.shared_bytes(), rows, regs, f)
-        if w.spaces.race is not None:      # after the emulator checked every row address
-            w.spaces.race.write(w.index, _ROW_LANES[:n], rows[:n] - SHARED_START, 16, site)
+        smem = w.spaces.shared_bytes()
+        race = w.spaces.race
+        if race is not None:
+            offs = rows[:n] - SHARED_START
+            # rows outside the block's shared memory: the emulator refuses them just below
+            if (offs >= 0).all() and (offs <= w.spaces.shared_size - 16).all():
+                race.write(w.index, _ROW_LANES[:n], offs, 16, site,
+                           unchanged=lambda: _stmatrix_unchanged(smem, rows, regs, f))
+        emulator.stmatrix_form(smem, rows, regs, f)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+
+def _stmatrix_unchanged(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray,
+                        f: matrix_forms.MatrixForm) -> np.ndarray:
+    """Which bytes of its rows a stmatrix about to run leaves as they are (for racecheck's
+    evidence, computed only when the store races): the store done on a copy, compared."""
+    after = smem.copy()
+    emulator.stmatrix_form(after, rows, regs, f)
+    where = rows[:f.address_lane_count, None] + np.arange(16)
+    return (after[where] == smem[where]).reshape(-1)
 
 
 @handles("movmatrix")

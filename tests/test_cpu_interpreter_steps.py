@@ -1,0 +1,108 @@
+"""The interpreter's step per kind of code entry (``run_flow`` and its ``_STEPS`` table): every
+kind has one, and each is exercised through CUDA that needs it: branches that split and
+reconverge lanes, loops with lane-dependent trip counts, exits of some lanes, a call to a
+function that is not inlined (with an early return inside it), warp-collectives after
+divergence, and trap."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptxlab.run import cpu
+from ptxlab.run.ptx import interpreter, program
+from ptxlab.run.ptx.errors import KernelFault
+
+ok, why = cpu.available()
+pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
+
+
+def test_every_kind_but_a_plain_operation_has_a_step():
+    kinds = {name: getattr(program, name) for name in program.__all__ if name.startswith("K_")}
+    assert len(kinds) == 8
+    for name, kind in kinds.items():
+        step = interpreter._STEPS[kind]
+        assert (step is None) == (name == "K_OP"), name
+
+
+def _run(src: str, threads: int = 32, n: int = 32):
+    return cpu.run_kernel(src, "k", (1,), (threads,), [np.zeros(n, np.uint32)])[0]
+
+
+def test_split_and_reconverge_in_nested_branches_and_loops():
+    src = r'''extern "C" __global__ void k(unsigned* out) {
+        unsigned t = threadIdx.x, acc = 0;
+        for (unsigned i = 0; i < t % 5; ++i) {          // lane-dependent trip count
+            if (t & 1) acc += i * 3u;
+            else if (t & 2) acc ^= i + 7u;
+            else { acc += 1u; if (t > 20) continue; acc *= 2u; }
+        }
+        unsigned all = __ballot_sync(0xffffffffu, acc & 1);  // every lane back together
+        out[t] = acc + (all & 0xffu);
+    }'''
+    t = np.arange(32)
+    acc = np.zeros(32, np.int64)
+    for lane in t:
+        a = 0
+        for i in range(lane % 5):
+            if lane & 1:
+                a += i * 3
+            elif lane & 2:
+                a ^= i + 7
+            else:
+                a += 1
+                if lane > 20:
+                    continue
+                a *= 2
+        acc[lane] = a
+    ballot = sum(1 << int(lane) for lane in t if acc[lane] & 1)
+    assert np.array_equal(_run(src), (acc + (ballot & 0xFF)).astype(np.uint32))
+
+
+def test_some_lanes_exit_early_the_others_go_on():
+    src = r'''extern "C" __global__ void k(unsigned* out) {
+        unsigned t = threadIdx.x;
+        if (t % 3 == 0) return;
+        out[t] = t * 11u;
+    }'''
+    t = np.arange(32)
+    assert np.array_equal(_run(src), np.where(t % 3 == 0, 0, t * 11).astype(np.uint32))
+
+
+def test_a_call_that_is_not_inlined_with_an_early_return():
+    src = r'''__device__ __noinline__ unsigned f(unsigned x) {
+        if (x & 4) return x + 100u;
+        unsigned s = 0;
+        for (unsigned i = 0; i < x % 4; ++i) s += i + x;
+        return s;
+    }
+    extern "C" __global__ void k(unsigned* out) {
+        unsigned t = threadIdx.x;
+        out[t] = t < 24 ? f(t) : 7u;
+    }'''
+    want = [(x + 100 if x & 4 else sum(i + x for i in range(x % 4))) if x < 24 else 7
+            for x in range(32)]
+    assert np.array_equal(_run(src), np.array(want, np.uint32))
+
+
+def test_trap_is_a_located_fault():
+    src = r'''extern "C" __global__ void k(unsigned* out) {
+        if (threadIdx.x == 5) __trap();
+        out[threadIdx.x] = 1u;
+    }'''
+    with pytest.raises(KernelFault, match="the kernel executed trap") as info:
+        _run(src)
+    assert info.value.lanes == (5,) and info.value.ptx_line is not None
+
+
+def test_an_endless_loop_is_stopped_by_the_branch_budget():
+    src = r'''extern "C" __global__ void k(unsigned* out) {
+        volatile unsigned* flag = out;
+        while (flag[0] == 0u) { }
+    }'''
+    from ptxlab.run.ptx.interpreter import Launch
+    from ptxlab.run.ptx.parser import parse_module
+
+    prog = program.Program(parse_module(cpu.compile_ptx(src)), "k")
+    run = Launch(prog, (1,), (32,), [np.zeros(32, np.uint32)], branch_budget=1000)
+    with pytest.raises(KernelFault, match="more than 1000 branches"):
+        run.run()
