@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-GPU_NOTES = ("on the GPU", "only the GPU checked")
+GPU_NOTES = ("on the GPU", "only the GPU checked", "this GPU (")
 
 
 def _answers(per_exercise: int, seed: int) -> list[dict]:

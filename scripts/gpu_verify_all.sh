@@ -19,7 +19,8 @@
 #   bash scripts/gpu_verify_all.sh [LOG_DIR]        # on a machine with a CUDA GPU and CuPy
 #
 # Each step's log goes to LOG_DIR (default /tmp/ptxlab-gpu); the exit status is 1 if any step
-# failed. nbgrader, nbclient and ipykernel must be importable (the course's packages).
+# failed. STEPS="verify notebooks ..." runs only the steps named (e.g. again after a change that
+# touches only grading). nbgrader, nbclient and ipykernel must be importable (the course's packages).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS="${1:-/tmp/ptxlab-gpu}"
@@ -30,6 +31,7 @@ failed=()
 
 step() {
   local name=$1; shift
+  if [[ -n "${STEPS:-}" && " $STEPS " != *" $name "* ]]; then return 0; fi
   echo "=== $name: $*"
   local t0=$SECONDS
   "$@" >"$LOGS/$name.log" 2>&1
@@ -42,14 +44,17 @@ step() {
 
 mkdir -p reports/gpu_verify
 SUMMARY=reports/gpu_verify/SUMMARY.md
+# A run of every step starts the summary afresh; a run of some steps (STEPS=...) adds a section.
+[[ -n "${STEPS:-}" && -f "$SUMMARY" ]] || echo "# Every GPU verification" >"$SUMMARY"
 {
-  echo "# Every GPU verification, one run"
   echo
-  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi'), $(nproc) CPUs. Command: \`bash scripts/gpu_verify_all.sh\`."
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC')${STEPS:+: steps $STEPS}"
+  echo
+  echo "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi'), $(nproc) CPUs. Command: \`${STEPS:+STEPS=\"$STEPS\" }bash scripts/gpu_verify_all.sh\`."
   echo
   echo "| step | command | exit status | time |"
   echo "| --- | --- | ---: | ---: |"
-} >"$SUMMARY"
+} >>"$SUMMARY"
 
 "$PY" -m ptxlab.cli status
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -64,10 +69,14 @@ step sanitizer "$PY" scripts/gpu_sanitizer_check.py --out reports/hardware
 step synccheck "$PY" scripts/gpu_synccheck_check.py --out reports/hardware
 step layout    "$PY" scripts/gpu_shared_layout.py --out reports/hardware
 step verdicts  "$PY" scripts/gpu_verdicts_check.py --out reports/hardware
+step probes    bash -c "'$PY' scripts/probe_launch_config.py --out reports/hardware && \
+                     '$PY' scripts/probe_stmatrix_same_row.py --out reports/hardware"
 step grading   "$PY" scripts/gpu_grading_check.py --out reports/grading_gpu --workers 4
 step pytest    "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider tests/
-cp "$LOGS/pytest.log" reports/gpu_verify/pytest.log
-{ echo; echo "pytest -m gpu: $(grep -E '[0-9]+ (passed|failed)' "$LOGS/pytest.log" | tail -n 1)"; } >>"$SUMMARY"
+if [[ -f "$LOGS/pytest.log" ]]; then
+  cp "$LOGS/pytest.log" reports/gpu_verify/pytest.log
+  { echo; echo "pytest -m gpu: $(grep -E '[0-9]+ (passed|failed)' "$LOGS/pytest.log" | tail -n 1)"; } >>"$SUMMARY"
+fi
 
 if ((${#failed[@]})); then
   echo "FAILED steps: ${failed[*]} (logs in $LOGS)"

@@ -348,8 +348,10 @@ for label, byte_addr in (("s_d + lane / 4", 2 * (lanes // 4)),
 # * `.trans` writes every 8x8 block turned around, so a row-major fragment lands column-major.
 # * The f16 accumulator of m16n8k16 is two stacked 8x8 blocks: `stmatrix.x2` with lanes 0-15
 #   pointing at rows 0-15 stores it; `.x2.trans` with 16-byte steps stores it column-major.
-# * Two lanes giving one row address: the PTX ISA does not say which row is stored there, so
-#   the CPU model refuses it (`UndefinedResult`) rather than copy what one GPU happens to do.
+# * Two lanes giving one row address: the PTX ISA does not say which row is stored there. The
+#   H100 stored the lower lane's row in every one of 500 tries (5 lane pairs, 100 each,
+#   `reports/hardware/stmatrix_same_row.json`, 2026-11-26), but that is one GPU's behaviour,
+#   not a promise, so the CPU model refuses such a store (`UndefinedResult`).
 #   Every row address must be 16-byte aligned.
 # * `stmatrix` needs sm_90. On an older GPU the kernel does not compile for that GPU; the
 #   course then runs it on the CPU model and says so.
