@@ -285,6 +285,20 @@ def ldmatrix_batch(smem: np.ndarray, addrs, num: int = 4, trans: bool = False) -
     return ldmatrix(smem, a, num, trans)
 
 
+def _refuse_shared_rows(rows: np.ndarray, batched: bool) -> None:
+    """Two lanes of a stmatrix naming one row: which row lands there is left open by the PTX
+    ISA (the H100 kept the lower lane's), so the model refuses to pick one."""
+    srt = np.sort(rows, axis=1)
+    dup = srt[:, 1:] == srt[:, :-1]
+    if dup.any():
+        w, i = map(int, np.argwhere(dup)[0])
+        addr = int(srt[w, i])
+        lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
+        raise UndefinedResult(
+            f"stmatrix lanes {lanes} all store a row at address {addr}; the PTX ISA does not "
+            "say which of them is stored", lane=lanes[1], warp=w if batched else None, address=addr)
+
+
 def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *,
              shape: str = "m8n8", dtype: str = "b16") -> None:
     """``stmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16``: writes ``smem`` in place.
@@ -306,15 +320,7 @@ def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *
     if mem.shape[0] == 1 and a.shape[0] > 1:
         raise BadOperand("a batch of stmatrix warps needs one shared buffer per warp: (W, S)")
     rows = _row_addresses(a, num, mem.shape[1], "stmatrix")
-    srt = np.sort(rows, axis=1)
-    dup = srt[:, 1:] == srt[:, :-1]
-    if dup.any():
-        w, i = map(int, np.argwhere(dup)[0])
-        addr = int(srt[w, i])
-        lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
-        raise UndefinedResult(
-            f"stmatrix lanes {lanes} all store a row at address {addr}; the PTX ISA does not "
-            "say which of them is stored", lane=lanes[1], warp=w if batched else None, address=addr)
+    _refuse_shared_rows(rows, batched)
     # The layout already places each register element at its (row, col) in memory, .trans
     # included, so row j of the result is the row whose address lane j gave.
     lay = layouts.stmatrix_fragment(num, trans)
@@ -424,15 +430,7 @@ def stmatrix_form(smem: np.ndarray, addrs, regs, f: matrix_forms.MatrixForm) -> 
     a, batched, mem, rows, src_lane, col = _form_rows(f, addrs, smem, writable=True)
     if mem.shape[0] == 1 and a.shape[0] > 1:
         raise BadOperand("a batch of stmatrix warps needs one shared buffer per warp: (W, S)")
-    srt = np.sort(rows, axis=1)
-    dup = srt[:, 1:] == srt[:, :-1]
-    if dup.any():
-        w, i = map(int, np.argwhere(dup)[0])
-        addr = int(srt[w, i])
-        lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
-        raise UndefinedResult(
-            f"stmatrix lanes {lanes} all store a row at address {addr}; the PTX ISA does not "
-            "say which of them is stored", lane=lanes[1], warp=w if batched else None, address=addr)
+    _refuse_shared_rows(rows, batched)
     shifts = np.arange(4, dtype=np.uint32) * np.uint32(8)
     data = ((r[..., None] >> shifts) & np.uint32(0xFF)).astype(np.uint8)   # (W, 32, regs, 4)
     dst = rows[:, src_lane] + col[None]                             # (W, 32, regs, 4)
