@@ -860,7 +860,7 @@ NAMED_MISTAKES: tuple[NamedMistake, ...] = (
     NamedMistake(_BL, "copy loop not split between the warps",
                  "for (unsigned i = threadIdx.x; i < 128; i += blockDim.x)",
                  "for (unsigned i = lane; i < 128; i += 32)",
-                 "Give each thread of the block its own elements"),
+                 "the copy is not split by thread"),
     NamedMistake(_BL, "output registers stored out of order", "out[2 * lane] = b0;",
                  "out[2 * lane] = b1;\n    if (lane < 99) { out[2 * lane + 1] = b0; return; }",
                  "right but in the wrong order"),

@@ -49,8 +49,9 @@ def _open_and_run(page, url: str, token: str, name: str) -> None:
 
 
 def _widget_output(page, text: str):
-    """The widget (its outermost box) whose rendered content contains ``text``, in view."""
-    loc = page.locator(".jp-OutputArea-output > .widget-vbox", has_text=text).first
+    """The output area of the cell whose widget shows ``text``, in view: the widget's controls
+    and the picture they redraw (a display of its own, so exported notebooks keep it)."""
+    loc = page.locator(".jp-OutputArea", has_text=text).first
     loc.wait_for(timeout=60_000)
     loc.scroll_into_view_if_needed()
     return loc

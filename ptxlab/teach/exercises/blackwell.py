@@ -62,7 +62,6 @@ m16n16_rows = FunctionExercise(
     hints=(
         "How many rows does one m16n16 matrix have, and so how many lanes give its addresses?",
         "Lane t names row t % 16 of matrix t // 16; matrix 1 sits 16 bytes right of matrix 0.",
-        "address = base + (lane % 16) * stride + (lane // 16) * 16",
     ),
 )
 
@@ -91,7 +90,6 @@ received = FragmentExercise(
         "With .trans, lane t's register holds part of column t // 4 of the stored matrix.",
         "Byte b of the register comes from row 4 * (t % 4) + b; the matrix's second register is "
         "8 columns further right.",
-        "(row, col) = (4 * (lane % 4) + byte, lane // 4 + 8 * (reg % 2))",
     ),
 )
 
@@ -118,7 +116,6 @@ stored = FragmentExercise(
         "Before the transpose, lane t byte b is element (t // 4 + 8 * (b // 2), 2 * (t % 4) + "
         "b % 2) of the 16x8 matrix (the layout of an mma accumulator, one byte per element).",
         "The store writes the transpose: 8 rows of 16 bytes.",
-        "(row, col) = (2 * (lane % 4) + byte % 2, lane // 4 + 8 * (byte // 2))",
     ),
 )
 
@@ -157,7 +154,6 @@ packed_lane = FunctionExercise(
     ),
     hints=(
         "A row has 16 elements, unpacked one per byte: 16 bytes, 4 lanes of 4 bytes.",
-        "lane = 4 * row + elem // 4",
     ),
 )
 

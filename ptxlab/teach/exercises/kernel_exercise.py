@@ -85,12 +85,6 @@ FAULT_ADVICE = ("a fault usually means an address outside shared memory or not 1
 RACE_ADVICE = ("one warp reads (or overwrites) shared memory another warp writes, with no "
                "__syncthreads() between them: on a GPU the answer depends on which warp runs "
                "first. Put __syncthreads() after the writes and before the reads")
-#: Two warps writing one word before any barrier: the work is not split between the warps, and
-#: no barrier can order two writes of one phase.
-SHARED_WRITES_ADVICE = ("two warps write the same shared words: the work is not split between "
-                        "the warps. Give each thread of the block its own elements (start at "
-                        "threadIdx.x, step blockDim.x); a barrier cannot order two writes that "
-                        "happen before it")
 
 
 def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
@@ -127,11 +121,9 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
         kind = getattr(exc, "kind", "fault")
         sanitizer = getattr(exc, "sanitizer", "")
         if sanitizer == "racecheck" or kind == "race" or str(exc).startswith("race in shared memory"):
-            # the sanitizer's finding says which accesses raced and what fixes it; two writes
-            # of the same words want the work split between warps, not a barrier
-            advice = getattr(exc, "advice", "") or (
-                SHARED_WRITES_ADVICE if "write-after-write" in str(exc).split("\n")[0]
-                else RACE_ADVICE)
+            # the sanitizer's finding says which accesses raced and, from what it saw, what
+            # fixes it (a copy not split by thread wants no barrier)
+            advice = getattr(exc, "advice", "") or RACE_ADVICE
             return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
                                status="error", advice=[advice], details={"failure": "race"})
         if sanitizer == "synccheck":

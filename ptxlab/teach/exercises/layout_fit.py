@@ -159,8 +159,8 @@ fit_addresses = FunctionExercise(
         (lambda lane, base, pitch: base + (lane % 8) * 64 + (lane // 8) * 16,
          "64 bytes per row is right only without padding: use the pitch"),
     ),
-    hints=("ptxlab fit '((4,8),(2,4)):((16,1),(8,64))' '(8,32):(40,1)' prints the formula.",
-           "address = base + (lane % 8) * 2 * pitch + (lane // 8) * 16"),
+    hints=("Lane t names row t % 8 of matrix t // 8; which column does matrix i start at?",
+           "The pitch counts f16 elements; an address counts bytes."),
 )
 
 # ---------------------------------------------------------------------------------------------
