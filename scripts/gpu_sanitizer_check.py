@@ -20,24 +20,16 @@ without a GPU.
 """
 from __future__ import annotations
 
-import argparse
-import datetime as _dt
 import json
 import re
-import shutil
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "tests" / "fixtures" / "sanitizer"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
-
-import kernels as planted  # noqa: E402
+import sanitizer_compare as common
+import kernels as planted  # noqa: E402  (on the path from sanitizer_compare)
 
 
 def _source(name: str, form: str) -> tuple[str, str, int]:
@@ -75,13 +67,11 @@ def cpu_detector(name: str, form: str) -> str:
 
 def sanitizer(name: str, form: str) -> dict:
     """compute-sanitizer racecheck on one launch of the kernel on the GPU."""
-    tool = shutil.which("compute-sanitizer")
-    if tool is None:
+    ran = common.compute_sanitizer(["--tool", "racecheck", "--racecheck-report", "all"],
+                                   __file__, [name, form], timeout=300)
+    if ran is None:
         return {"ran": False, "why": "compute-sanitizer not on PATH"}
-    cmd = [tool, "--tool", "racecheck", "--racecheck-report", "all", sys.executable, __file__,
-           "--one", name, form]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    text = r.stdout + r.stderr
+    text, returncode = ran
     m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)",
                   text)
     kinds = sorted(set(re.findall(r"(Read-after-Write|Write-after-Read|Write-after-Write)", text)))
@@ -90,15 +80,12 @@ def sanitizer(name: str, form: str) -> dict:
     elif "ERROR SUMMARY: 0 errors" in text:
         hazards = errors = warns = 0
     else:
-        return {"ran": False, "why": text[-800:], "returncode": r.returncode}
+        return {"ran": False, "why": text[-800:], "returncode": returncode}
     return {"ran": True, "hazards": hazards, "errors": errors, "warnings": warns, "kinds": kinds,
-            "returncode": r.returncode}
+            "returncode": returncode}
 
 
 def run(repeats: int) -> dict:
-    from ptxlab.run import gpu
-
-    st = gpu.status()
     races = []
     for name, _src, kernel, threads, _words, hazard in planted.RACES:
         twin = launch_once(name, "synced", "gpu")
@@ -127,10 +114,8 @@ def run(repeats: int) -> dict:
                         "cpu_equals_gpu": bool(np.array_equal(on_cpu, on_gpu))})
         print(f"generic {form}: GPU == cvta form {generic[-1]['gpu_equals_cvta']}, "
               f"CPU == GPU {generic[-1]['cpu_equals_gpu']}", flush=True)
-    result = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "device": st.device_label,
-              "cupy": st.cupy_version, "repeats": repeats, "races": races,
-              "generic_pointer": generic,
-              "command": "python3 scripts/gpu_sanitizer_check.py " + " ".join(sys.argv[1:])}
+    result = common.stamped("gpu_sanitizer_check.py", repeats=repeats, races=races,
+                            generic_pointer=generic)
     result["ok"] = verdict(result)
     return result
 
@@ -147,15 +132,13 @@ def verdict(result: dict) -> bool:
 def write_report(result: dict, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "sanitizer.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# The CPU model's sanitizer beside compute-sanitizer", "",
-             f"{result['date']}, {result['device']}, CuPy {result['cupy']}. Command: "
-             f"`{result['command']}`. **{'PASS' if result['ok'] else 'FAIL'}**.", "",
-             "Each planted race (tests/fixtures/sanitizer/kernels.py) and its twin with "
-             "`__syncthreads()`: the hazards `compute-sanitizer --tool racecheck` reports on the "
-             "GPU, what the CPU model's detector reports, and how often the racy kernel gave the "
-             "synced twin's output on the GPU anyway.", "",
-             "| kernel | racecheck: racy / synced | CPU model: racy / synced | GPU racy output = synced | same verdict |",
-             "| --- | --- | --- | ---: | --- |"]
+    lines = common.report_head("The CPU model's sanitizer beside compute-sanitizer", result)
+    lines += ["Each planted race (tests/fixtures/sanitizer/kernels.py) and its twin with "
+              "`__syncthreads()`: the hazards `compute-sanitizer --tool racecheck` reports on the "
+              "GPU, what the CPU model's detector reports, and how often the racy kernel gave the "
+              "synced twin's output on the GPU anyway.", "",
+              "| kernel | racecheck: racy / synced | CPU model: racy / synced | GPU racy output = synced | same verdict |",
+              "| --- | --- | --- | ---: | --- |"]
     for r in result["races"]:
         def cs(d):
             if not d.get("ran"):
@@ -187,28 +170,12 @@ def write_report(result: dict, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--one"]:          # the child compute-sanitizer watches
-        launch_once(argv[1], argv[2], "gpu")
-        return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--render", action="store_true",
-                        help="only write SANITIZER.md again from --out/sanitizer.json")
-    args = parser.parse_args(argv)
-    if args.render:
-        result = json.loads((args.out / "sanitizer.json").read_text())
-        result["ok"] = verdict(result)
-        print(write_report(result, args.out).read_text())
-        return 0 if result["ok"] else 1
-    from ptxlab.run import gpu
-    if not gpu.status().available:
-        print(f"no usable GPU: {gpu.status().message}", file=sys.stderr)
-        return 2
-    result = run(args.repeats)
-    print(write_report(result, args.out).read_text())
-    return 0 if result["ok"] else 1
+    return common.main(argv, doc=__doc__, json_name="sanitizer.json", report_name="SANITIZER.md",
+                       one=lambda child: launch_once(child[0], child[1], "gpu"),
+                       run=lambda args: run(args.repeats), verdict=verdict,
+                       write_report=write_report,
+                       options=lambda parser: parser.add_argument("--repeats", type=int,
+                                                                  default=20))
 
 
 if __name__ == "__main__":

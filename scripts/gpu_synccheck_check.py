@@ -20,22 +20,16 @@ may accept what a given GPU happens to tolerate).
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "tests" / "fixtures" / "sanitizer"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
-
-import barriers as planted  # noqa: E402
+import sanitizer_compare as common
+import barriers as planted  # noqa: E402  (on the path from sanitizer_compare)
 
 _KINDS = ("Divergent thread(s) in block", "Divergent thread(s) in warp", "Invalid arguments",
           "Barrier error")
@@ -70,20 +64,18 @@ def cpu_model(name: str) -> str:
 
 def synccheck(name: str) -> dict:
     """compute-sanitizer synccheck on one launch of the kernel on the GPU."""
-    tool = shutil.which("compute-sanitizer")
-    if tool is None:
-        return {"ran": False, "why": "compute-sanitizer not on PATH"}
-    cmd = [tool, "--tool", "synccheck", sys.executable, __file__, "--one", name]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        ran = common.compute_sanitizer(["--tool", "synccheck"], __file__, [name], timeout=180)
     except subprocess.TimeoutExpired:
         return {"ran": False, "why": "timed out after 180 s (the kernel hangs under synccheck)"}
-    text = r.stdout + r.stderr
+    if ran is None:
+        return {"ran": False, "why": "compute-sanitizer not on PATH"}
+    text, returncode = ran
     m = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
     if not m:
-        return {"ran": False, "why": text[-800:], "returncode": r.returncode}
+        return {"ran": False, "why": text[-800:], "returncode": returncode}
     kinds = [k for k in _KINDS if k in text]
-    return {"ran": True, "errors": int(m.group(1)), "kinds": kinds, "returncode": r.returncode}
+    return {"ran": True, "errors": int(m.group(1)), "kinds": kinds, "returncode": returncode}
 
 
 def gpu_run(name: str) -> dict:
@@ -95,10 +87,7 @@ def gpu_run(name: str) -> dict:
     return {"finished": True, "output": out.tolist()}
 
 
-def run() -> dict:
-    from ptxlab.run import gpu
-
-    st = gpu.status()
+def run(args: argparse.Namespace | None = None) -> dict:
     rows = []
     for name, _src, threads, expected in planted.BARRIERS:
         row = {"kernel": name, "threads": threads, "planted": bool(expected),
@@ -111,9 +100,7 @@ def run() -> dict:
         print(f"{name}: CPU model {row['cpu_model'] or '-'}; synccheck "
               f"{sc.get('errors', 'not run')} errors {sc.get('kinds', '')}; GPU "
               f"{'finished' if row['gpu']['finished'] else 'did not finish'}", flush=True)
-    result = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "device": st.device_label,
-              "cupy": st.cupy_version, "kernels": rows,
-              "command": "python3 scripts/gpu_synccheck_check.py " + " ".join(sys.argv[1:])}
+    result = common.stamped("gpu_synccheck_check.py", kernels=rows)
     result["ok"] = verdict(result)
     return result
 
@@ -131,14 +118,12 @@ def verdict(result: dict) -> bool:
 def write_report(result: dict, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "synccheck.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# The CPU model's synccheck beside compute-sanitizer's", "",
-             f"{result['date']}, {result['device']}, CuPy {result['cupy']}. Command: "
-             f"`{result['command']}`. **{'PASS' if result['ok'] else 'FAIL'}**.", "",
-             "Each kernel of tests/fixtures/sanitizer/barriers.py: what "
-             "`compute-sanitizer --tool synccheck` reports on the GPU, what the CPU model "
-             "reports, and whether a plain launch on the GPU finished.", "",
-             "| kernel | threads | planted | synccheck | CPU model | GPU launch |",
-             "| --- | ---: | --- | --- | --- | --- |"]
+    lines = common.report_head("The CPU model's synccheck beside compute-sanitizer's", result)
+    lines += ["Each kernel of tests/fixtures/sanitizer/barriers.py: what "
+              "`compute-sanitizer --tool synccheck` reports on the GPU, what the CPU model "
+              "reports, and whether a plain launch on the GPU finished.", "",
+              "| kernel | threads | planted | synccheck | CPU model | GPU launch |",
+              "| --- | ---: | --- | --- | --- | --- |"]
     for r in result["kernels"]:
         sc = r["synccheck"]
         scs = (f"{sc['errors']} errors" + (f" ({', '.join(sc['kinds'])})" if sc["kinds"] else "")
@@ -161,27 +146,9 @@ def write_report(result: dict, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--one"]:          # the child compute-sanitizer watches
-        launch_once(argv[1], "gpu")
-        return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--render", action="store_true",
-                        help="only write SYNCCHECK.md again from --out/synccheck.json")
-    args = parser.parse_args(argv)
-    if args.render:
-        result = json.loads((args.out / "synccheck.json").read_text())
-        result["ok"] = verdict(result)
-        print(write_report(result, args.out).read_text())
-        return 0 if result["ok"] else 1
-    from ptxlab.run import gpu
-    if not gpu.status().available:
-        print(f"no usable GPU: {gpu.status().message}", file=sys.stderr)
-        return 2
-    result = run()
-    print(write_report(result, args.out).read_text())
-    return 0 if result["ok"] else 1
+    return common.main(argv, doc=__doc__, json_name="synccheck.json", report_name="SYNCCHECK.md",
+                       one=lambda child: launch_once(child[0], "gpu"), run=run, verdict=verdict,
+                       write_report=write_report)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,18 @@ a generic pointer or no pointer at all, as on the GPU. A diagnostic a kernel che
 said once, as the check's note, and never as a warning with the check's own file and line."""
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ptxlab.model import emulator
 from ptxlab.run import backends, cpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "sanitizer"))
+from block_load import block_load_b  # noqa: E402
 
 ok, why = cpu.available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
@@ -112,23 +117,7 @@ def test_a_lane_in_use_is_still_checked():
 def test_a_kernel_check_says_a_diagnostic_once_without_warnings():
     from ptxlab.teach.exercises import ldmatrix_trans as ex
 
-    src = r"""
-extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsigned* out)
-{
-    extern __shared__ __align__(16) unsigned short tile[];
-    const unsigned lane = threadIdx.x % 32;
-    for (unsigned i = threadIdx.x; i < 128; i += blockDim.x)
-        tile[(i / 8) * sld + i % 8] = b[i];
-    __syncthreads();
-    if (threadIdx.x / 32 == 0) {
-        unsigned b0, b1;
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                     : "=r"(b0), "=r"(b1) : "l"(&tile[(lane % 16) * sld]));
-        out[2 * lane] = b0;
-        out[2 * lane + 1] = b1;
-    }
-}
-"""
+    src = block_load_b(generic_row_address=True)
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
         res = ex.block_load_kernel.evaluate(src)

@@ -20,6 +20,7 @@ from ptxlab.run.ptx.racecheck import (BARRIER_ADVICE, OVERWRITE_ADVICE, REDUNDAN
                                       RaceWarning, SharedMemoryRace)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "sanitizer"))
+from block_load import block_load_b  # noqa: E402
 from kernels import RACES, racy  # noqa: E402
 
 ok, why = cpu.available()
@@ -100,31 +101,12 @@ def test_a_kernel_check_with_a_copy_not_split_by_thread():
     """The course's exercise: all four warps copy the whole of B; the check names that."""
     from ptxlab.teach.exercises import ldmatrix_trans as ex
 
-    src = r"""
-extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsigned* out)
-{
-    extern __shared__ __align__(16) unsigned short tile[];
-    const unsigned lane = threadIdx.x % 32;
-    for (unsigned i = 0; i < 128; ++i)
-        tile[(i / 8) * sld + i % 8] = b[i];
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
-        unsigned b0, b1;
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                     : "=r"(b0), "=r"(b1) : "r"(base + (lane % 16) * sld * 2));
-        out[2 * lane] = b0;
-        out[2 * lane + 1] = b1;
-    }
-}
-"""
+    src = block_load_b(every_warp_copies_all=True)
     res = ex.block_load_kernel.evaluate(src)
     assert not res.passed and "has a race" in res.message
     assert res.advice == [REDUNDANT_COPY_ADVICE], res.advice
     assert "__syncthreads()" not in res.message.split("\n")[0]
-    good = src.replace("for (unsigned i = 0; i < 128; ++i)",
-                       "for (unsigned i = threadIdx.x; i < 128; i += blockDim.x)")
-    assert ex.block_load_kernel.evaluate(good).passed
+    assert ex.block_load_kernel.evaluate(block_load_b()).passed
 
 
 #: Every warp stores the same fragment to the same rows with stmatrix (the store is not split).

@@ -19,7 +19,9 @@ from ptxlab.run import cpu
 from ptxlab.run.ptx.synccheck import BarrierDivergence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "sanitizer"))
-from barriers import BARRIERS, IN_WARP_ZERO  # noqa: E402
+from barriers import (BARRIERS, EARLY_RETURN, HALF_A_WARP, IN_WARP_ZERO,  # noqa: E402
+                      SYNCWARP_EXITED, TWO_PLACES, TWO_PLACES_IN_A_WARP, UNEVEN_LOOP)
+from block_load import block_load_b  # noqa: E402
 
 ok, why = cpu.available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
@@ -49,13 +51,7 @@ def test_barrier_inside_if_warp_zero():
 
 
 def test_barrier_reached_by_half_a_warp():
-    src = r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[32];
-        int t = threadIdx.x;
-        box[t] = t;
-        if (t < 16) __syncthreads();
-        out[t] = box[(t + 1) % 32];
-    }'''
+    src = HALF_A_WARP
     fault = _report(src, 32)
     assert fault.reason.startswith("divergent threads in warp: in warp 0, lanes 0-15 reached "
                                    "bar.sync; lanes 16-31 exited (PTX line"), fault.reason
@@ -66,14 +62,7 @@ def test_barrier_reached_by_half_a_warp():
 
 
 def test_early_return_of_some_warps_before_a_barrier():
-    src = r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[64];
-        int t = threadIdx.x;
-        if (t >= 64) return;
-        box[t] = t;
-        __syncthreads();
-        out[t] = box[63 - t];
-    }'''
+    src = EARLY_RETURN
     fault = _report(src, 128)
     assert "reached by warps 0, 1 only; warps 2, 3 exited" in fault.reason, fault.reason
     assert "__syncthreads();" in str(fault)
@@ -81,13 +70,7 @@ def test_early_return_of_some_warps_before_a_barrier():
 
 
 def test_warps_at_different_barrier_instructions():
-    src = r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[128];
-        int t = threadIdx.x;
-        if (t < 32) { box[t] = t * 3u; __syncthreads(); out[t] = box[t + 32]; }
-        else { box[t] = t + 7u; __syncthreads(); out[t] = box[t - 32] * 5u; }
-    }'''
-    fault = _report(src, 64)
+    fault = _report(TWO_PLACES, 64)
     msg = fault.reason
     assert "wait at different barrier instructions for barrier 0" in msg, msg
     assert "warp 0 at PTX line" in msg and "kernel.cu:4" in msg
@@ -95,25 +78,12 @@ def test_warps_at_different_barrier_instructions():
 
 
 def test_a_loop_with_a_barrier_run_a_different_number_of_times():
-    src = r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[128];
-        int t = threadIdx.x;
-        for (int i = 0; i < 2 + t / 32; ++i) { box[t] = t + i; __syncthreads(); }
-        out[t] = box[t];
-    }'''
-    fault = _report(src, 64)
+    fault = _report(UNEVEN_LOOP, 64)
     assert "reached by warp 1 only; warp 0 exited" in fault.reason, fault.reason
 
 
 def test_syncwarp_whose_mask_names_exited_lanes():
-    src = r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[32];
-        int t = threadIdx.x;
-        if (t >= 24) return;
-        box[t] = t;
-        __syncwarp(MASK);
-        out[t] = box[(t + 1) % 24];
-    }'''
+    src = SYNCWARP_EXITED
     fault = _report(src.replace("MASK", "0xffffffffu"), 32)
     assert fault.reason.startswith("invalid arguments: lanes 24-31, named in the mask of "
                                    "__syncwarp"), fault.reason
@@ -136,28 +106,8 @@ def test_a_kernel_check_fails_on_a_divergent_barrier():
     selects warp 0 fails, visible and hidden, with the synccheck report and its advice."""
     from ptxlab.teach.exercises import ldmatrix_trans as ex
 
-    right = r"""
-extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsigned* out)
-{
-    extern __shared__ __align__(16) unsigned short tile[];
-    const unsigned lane = threadIdx.x % 32;
-    for (unsigned i = threadIdx.x; i < 128; i += blockDim.x)
-        tile[(i / 8) * sld + i % 8] = b[i];
-    SYNC_BEFORE
-    if (threadIdx.x / 32 == 0) {
-        SYNC_INSIDE
-        const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
-        unsigned b0, b1;
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                     : "=r"(b0), "=r"(b1) : "r"(base + (lane % 16) * sld * 2));
-        out[2 * lane] = b0;
-        out[2 * lane + 1] = b1;
-    }
-}
-"""
-    good = right.replace("SYNC_BEFORE", "__syncthreads();").replace("SYNC_INSIDE", "")
-    assert ex.block_load_kernel.evaluate(good).passed
-    wrong = right.replace("SYNC_BEFORE", "").replace("SYNC_INSIDE", "__syncthreads();")
+    assert ex.block_load_kernel.evaluate(block_load_b()).passed
+    wrong = block_load_b(barrier_in_branch=True)
     for hidden in (False, True):
         res = ex.block_load_kernel.evaluate(wrong, hidden=hidden)
         assert not res.passed and res.score == 0
@@ -167,13 +117,7 @@ extern "C" __global__ void block_load_b(const unsigned short* b, int sld, unsign
 
 
 def test_lanes_of_one_warp_at_different_barriers():
-    src = r'''extern "C" __global__ void k(unsigned* out) {
-        __shared__ unsigned box[64];
-        int t = threadIdx.x;
-        if (t % 32 < 16) { box[t] = t * 3u; __syncthreads(); out[t] = box[(t + 1) % 64]; }
-        else { box[t] = t + 7u; __syncthreads(); out[t] = box[(t + 5) % 64] * 5u; }
-    }'''
-    fault = _report(src, 64)
+    fault = _report(TWO_PLACES_IN_A_WARP, 64)
     assert fault.reason.startswith("divergent threads in warp: in warp 0, lanes 0-15 wait at "
                                    "PTX line"), fault.reason
     assert "lanes 16-31 wait at PTX line" in fault.reason and "kernel.cu:5" in fault.reason

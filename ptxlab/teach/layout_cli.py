@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, Callable
 
 from ..model import matrix_forms
 from . import layout_table
@@ -48,29 +49,28 @@ def run(args: argparse.Namespace) -> int:
         print(_forms_help())
         return 0 if args.list else 2
     if args.instruction.lstrip().startswith("mma"):
-        return _run_mma(args)
+        return _show(args, lambda: matrix_forms.parse_mma(args.instruction),
+                     matrix_forms.mma_record, layout_table.render_mma_text)
+    return _show(args, lambda: _parse_checked(args), matrix_forms.layout_record,
+                 layout_table.render_text)
+
+
+def _parse_checked(args: argparse.Namespace) -> matrix_forms.MatrixForm:
+    """The ldmatrix/stmatrix/movmatrix form, checked against ``--target`` when one is given."""
+    form = matrix_forms.parse_form(args.instruction)
+    if args.target:
+        matrix_forms.check_target(form, args.target, args.ptx_version)
+    return form
+
+
+def _show(args: argparse.Namespace, parse: Callable[[], Any], record: Callable[[Any], dict],
+          render: Callable[[Any], str]) -> int:
+    """Print the parsed form's map as JSON (``--json``) or as tables; a form that does not exist
+    is the model's message on stderr, exit status 2."""
     try:
-        f = matrix_forms.parse_form(args.instruction)
-        if args.target:
-            matrix_forms.check_target(f, args.target, args.ptx_version)
+        form = parse()
     except matrix_forms.FormError as exc:
         print(f"ptxlab layout: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(matrix_forms.layout_record(f)))
-    else:
-        print(layout_table.render_text(f))
-    return 0
-
-
-def _run_mma(args: argparse.Namespace) -> int:
-    try:
-        form = matrix_forms.parse_mma(args.instruction)
-    except matrix_forms.FormError as exc:
-        print(f"ptxlab layout: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(matrix_forms.mma_record(form)))
-    else:
-        print(layout_table.render_mma_text(form))
+    print(json.dumps(record(form)) if args.json else render(form))
     return 0

@@ -179,39 +179,44 @@ def _changed_lines(t: Trap, variant: str) -> str:
 # The traps
 # ---------------------------------------------------------------------------------------------
 
-_X2_TILE = r"""
+_LOAD_TWO_REGISTERS = r"""
 extern "C" __global__ void trap(unsigned* out) {
-  // an 8 x 16 tile of 16-bit values, row-major: element (r, c) at smem[16*r + c], value 16r+c
-  __shared__ __align__(16) unsigned short smem[8 * 16];
-  for (int i = threadIdx.x; i < 8 * 16; i += 32) smem[i] = i;
+  // NOTE
+  __shared__ __align__(16) ELEM smem[COUNT];
+  for (int i = threadIdx.x; i < COUNT; i += 32) smem[i] = i;
   __syncthreads();
   const unsigned lane = threadIdx.x;
-  // matrix 0 = columns 0-7, matrix 1 = columns 8-15
   ADDRESS
   unsigned r0, r1;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+  asm volatile("ldmatrix.sync.aligned.FORM {%0, %1}, [%2];\n"
                : "=r"(r0), "=r"(r1) : "r"(addr));
   out[2 * lane] = r0;
   out[2 * lane + 1] = r1;
 }
 """
 
-_X2_PADDED = r"""
-extern "C" __global__ void trap(unsigned* out) {
-  // rows of 24 16-bit values (value = index); tile 0 at columns 0-7, tile 1 at column TILE
-  __shared__ __align__(16) unsigned short smem[8 * 24];
-  for (int i = threadIdx.x; i < 8 * 24; i += 32) smem[i] = i;
-  __syncthreads();
-  const unsigned lane = threadIdx.x;
-  unsigned addr = (unsigned)__cvta_generic_to_shared(smem + (lane % 8) * 24
-                                                     + ((lane / 8) % 2) * TILE);
-  unsigned r0, r1;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r0), "=r"(r1) : "r"(addr));
-  out[2 * lane] = r0;
-  out[2 * lane + 1] = r1;
-}
-"""
+
+def _load_two_registers(note: str, elem: str, count: str, address: str, form: str) -> str:
+    """A kernel where the warp fills a shared tile of ``count`` ``elem`` values (value = index),
+    each lane computes ``addr`` (the ``address`` line), one ``ldmatrix.sync.aligned.<form>``
+    loads two registers per lane and lane t writes them to out[2t], out[2t + 1]."""
+    return (_LOAD_TWO_REGISTERS.replace("NOTE", note).replace("ELEM", elem)
+            .replace("COUNT", count).replace("FORM", form).replace("ADDRESS", address))
+
+
+#: An 8x16 tile loaded with .x2; ADDRESS is the trap's address line.
+_X2_TILE = _load_two_registers(
+    "an 8 x 16 tile of 16-bit values, row-major: element (r, c) at smem[16*r + c], value 16r+c",
+    "unsigned short", "8 * 16",
+    "// matrix 0 = columns 0-7, matrix 1 = columns 8-15\n  ADDRESS", "m8n8.x2.shared.b16")
+
+#: Two 8x8 tiles side by side in rows of 24 elements, the second at column TILE.
+_X2_PADDED = _load_two_registers(
+    "rows of 24 16-bit values (value = index); tile 0 at columns 0-7, tile 1 at column TILE",
+    "unsigned short", "8 * 24",
+    "unsigned addr = (unsigned)__cvta_generic_to_shared(smem + (lane % 8) * 24\n"
+    "                                                     + ((lane / 8) % 2) * TILE);",
+    "m8n8.x2.shared.b16")
 #: Where the fixed kernel of the tile-stride trap puts its second tile (elements).
 TILE_FIXED = 16
 
@@ -257,21 +262,12 @@ _ASM_UNSCOPED = (r'asm volatile(".reg .u64 smem_ptr64;\n\tcvta.to.shared.u64 sme
 _ASM_SCOPED = (r'asm volatile("{\n\t.reg .u64 smem_ptr64;\n\tcvta.to.shared.u64 smem_ptr64, %1;\n\t"'
                r'"cvt.u32.u64 %0, smem_ptr64;\n\t}\n" : "=r"(a) : "l"(p));')
 
-_M16N16 = r"""
-extern "C" __global__ void trap(unsigned* out) {
-  // a 16 x 16 tile of bytes, row-major: byte (r, c) at smem[16*r + c], value 16r+c
-  __shared__ __align__(16) unsigned char smem[16 * 16];
-  for (int i = threadIdx.x; i < 256; i += 32) smem[i] = i;
-  __syncthreads();
-  const unsigned lane = threadIdx.x;
-  unsigned addr = (unsigned)__cvta_generic_to_shared(smem + (lane % 16) * 16);
-  unsigned r0, r1;
-  asm volatile("ldmatrix.sync.aligned.m16n16.x1.trans.shared.TYPE {%0, %1}, [%2];\n"
-               : "=r"(r0), "=r"(r1) : "r"(addr));
-  out[2 * lane] = r0;
-  out[2 * lane + 1] = r1;
-}
-"""
+#: A 16x16 byte tile loaded with ldmatrix.m16n16.x1.trans; TYPE is the trap's element type.
+_M16N16 = _load_two_registers(
+    "a 16 x 16 tile of bytes, row-major: byte (r, c) at smem[16*r + c], value 16r+c",
+    "unsigned char", "16 * 16",
+    "unsigned addr = (unsigned)__cvta_generic_to_shared(smem + (lane % 16) * 16);",
+    "m16n16.x1.trans.shared.TYPE")
 
 _MMA = r"""
 extern "C" __global__ void trap(float* out, const unsigned* a, const unsigned* b) {

@@ -1,7 +1,7 @@
 """Case generators shared by the exercises: random tiles for hidden tests, fragment cases."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -20,6 +20,12 @@ def drawn(hidden_cases: Callable[[np.random.Generator], list], n: int) -> list:
     check that meets a random base and stride too tells an answer that only works for round
     numbers (``base | offset``, bits of the absolute address) before the hidden tests do."""
     return list(hidden_cases(np.random.default_rng(VISIBLE_SEED)))[:n]
+
+
+def every_lane(params: Iterable[tuple]) -> list[tuple]:
+    """``(lane, *p)`` for the 32 lanes of each parameter tuple ``p`` (a base and a stride, say):
+    the table a per-lane address function is checked on."""
+    return [(lane, *p) for p in params for lane in range(32)]
 
 
 def random_tile_params(rng: np.random.Generator, placement: Placement,

@@ -16,6 +16,7 @@ from ...model import cute_atoms, emulator
 from ...model.layout_fit import fit_copy
 from .. import checks
 from ..checks import CheckResult
+from . import cases
 from .base import ChoiceExercise, Exercise, FunctionExercise
 from .kernel_exercise import KernelExercise, KernelRun
 
@@ -135,12 +136,11 @@ def _x4_addresses(pitch: int) -> tuple[int, ...]:
 
 
 def _pitch_cases(rng: np.random.Generator) -> list[tuple]:
-    out = []
+    params = []
     for _ in range(3):
         pitch = 8 * int(rng.integers(4, 13))
-        base = 16 * int(rng.integers(0, 64))
-        out += [(lane, base, pitch) for lane in range(32)]
-    return out
+        params.append((16 * int(rng.integers(0, 64)), pitch))
+    return cases.every_lane(params)
 
 
 fit_addresses = FunctionExercise(
@@ -148,7 +148,7 @@ fit_addresses = FunctionExercise(
     title="the address formula of an x4 load with padded rows",
     arg_names=("lane", "base", "pitch"),
     reference=fit_address,
-    visible=lambda: [(lane, 0, 32) for lane in range(32)] + [(lane, 512, 40) for lane in range(32)],
+    visible=lambda: cases.every_lane(((0, 32), (512, 40))),
     hidden_cases=_pitch_cases,
     describe=lambda a: f"lane {a[0]}, base {a[1]}, pitch {a[2]}",
     mistakes=(
