@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -45,8 +46,12 @@ from traitlets import Bool, Integer
 
 from . import verdicts
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
-from .launch_services import shutdown_launch_services
-from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV, read_launch_log
+from .launch_service_pool import shutdown_launch_services
+from ..run.backends import SERVICE_REQUIRED_ENV
+from ..run.errors import UntrustedFile
+from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
+from ..run.launch_client import SERVICE_ENV, SESSION_ENV
+from ..run.launch_log import LAUNCH_LOG_ENV, read_launch_log
 from ..teach.exercises.base import GRADED_BY_GRADER_ENV
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
@@ -55,6 +60,7 @@ __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
 #: The first words of the error names this module writes into a notebook.
 KERNEL_DIED = "KernelDied"
 NOT_RUN = "NotRun"
+UNTRUSTED_FILE = "UntrustedFile"
 #: Cell tag of the note the grader puts at the top of a graded notebook.
 BACKEND_NOTE_TAG = "ptxlab-grading-note"
 #: Spare kernels of this process, by what they were started for (at most one each).
@@ -157,7 +163,13 @@ class GradingExecute(Execute):
                     break
                 finally:
                     if log_path is not None:
-                        records, offset = read_launch_log(log_path, offset)
+                        try:
+                            records, offset = read_launch_log(log_path, offset)
+                        except UntrustedFile as exc:    # the notebook replaced its log
+                            self.nb.cells[index].setdefault("outputs", []).append(
+                                _error_output(UNTRUSTED_FILE, f"the launch log {exc.reason}; "
+                                              "it is not read any more"))
+                            records, log_path = [], None
                         if records:
                             _note_cell_backend(self.nb.cells[index], records)
                             launches.extend(records)
@@ -260,11 +272,15 @@ class GradingExecute(Execute):
 
     def _grader_launches(self, log_path: Path):
         """Kernel answers launched by the grader go to its sandboxed launch service (always on
-        for this), or, where none can run, to an isolated child per launch."""
+        for this); where none can run, each of them fails as a fault of the machine
+        (``ServiceUnavailable``: the submission is not graded and the next run grades it)."""
         km = self.km if isinstance(self.km, SandboxedKernelManager) else self._new_manager("")
+        # Compiled and run only in the service's sandbox, in an executor of their own (a fresh
+        # session): never in this process, never in a child of it.
         env = {"PTXLAB_ISOLATE": "1", TIMEOUT_ENV: f"{km.launch_timeout():g}",
                MEMORY_ENV: str(km.launch_memory_mb), LAUNCH_LOG_ENV: str(log_path),
-               SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None}
+               SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None, SERVICE_REQUIRED_ENV: "1",
+               SESSION_ENV: "judge-" + secrets.token_hex(16)}
         try:
             service = km._launch_service_socket(dict(os.environ), km.service_hidden_paths(),
                                                 km.launch_timeout(), mode="on")

@@ -20,8 +20,10 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import sandbox
-from .launch_services import service_socket, wants_service
-from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV
+from .launch_service_pool import service_socket, wants_service
+from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
+from ..run.launch_client import SERVICE_ENV, SESSION_ENV
+from ..run.launch_log import LAUNCH_LOG_ENV
 from ..teach.exercises.base import GRADED_BY_GRADER_ENV
 
 __all__ = ["SandboxedKernelManager", "effective_launch_timeout", "sandbox_env"]

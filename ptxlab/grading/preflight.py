@@ -15,9 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..run.isolation import LAUNCH_LOG_ENV, where_text
+from ..run.in_process import where_text
+from ..run.launch_log import LAUNCH_LOG_ENV
 from . import sandbox
-from .launch_services import shutdown_launch_services, wants_service
+from .launch_service_pool import shutdown_launch_services, wants_service
 
 __all__ = ["PreflightResult", "sandbox_problem", "run_preflight", "PROBE_SOURCE"]
 

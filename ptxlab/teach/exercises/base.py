@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import checks
 from ..checks import AddressTask, CheckResult
+from ...run.errors import ServiceUnavailable
 
 #: Seed of the hidden cases in self-study: fixed, so a learner's result can be reproduced. The
 #: grader draws a fresh seed for every notebook it grades (:func:`grading_seed`).
@@ -78,6 +79,8 @@ class Exercise:
             return self.evaluate(answer, hidden)
         except NotImplementedError:
             return checks.not_implemented(self.title)
+        except ServiceUnavailable:
+            raise                 # the machine failed, not the answer: no verdict at all
         except Exception as exc:  # a bug in the answer that escaped the per-lane guards
             return CheckResult(self.title, False, 0.0,
                                f"checking your answer raised {type(exc).__name__}: {exc}",

@@ -86,6 +86,8 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
     try:
         return backends.launch(source, kernel_name, grid=run.grid, block=run.block, args=args,
                                shared_mem=run.shared_mem, backend=backend)
+    except backends.ServiceUnavailable:
+        raise                       # a fault of the machine, never a failed check
     except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
