@@ -61,6 +61,8 @@ __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
 KERNEL_DIED = "KernelDied"
 NOT_RUN = "NotRun"
 UNTRUSTED_FILE = "UntrustedFile"
+#: Output the grader keeps of the cell that hands the answers back (their values as data).
+HARVEST_OUTPUT_BYTES = 256_000_000
 #: Cell tag of the note the grader puts at the top of a graded notebook.
 BACKEND_NOTE_TAG = "ptxlab-grading-note"
 #: Spare kernels of this process, by what they were started for (at most one each).
@@ -108,6 +110,49 @@ class GradingExecute(Execute):
                                    "never judges itself); off: the test cells' own outcome, "
                                    "as stock nbgrader")
 
+    max_output_bytes = Integer(4_000_000, config=True,
+                               help="bytes of output the grader keeps of one cell while it runs "
+                                    "(text, images, widget state); what comes past it is "
+                                    "dropped as it arrives, never held")
+
+    # -- output kept while it streams in ------------------------------------------------------
+
+    def _output_allowed(self, msg: dict, cell_index: int, outs: list | None) -> bool:
+        """Whether this message's output fits in what the cell may still keep; past the limit
+        the message is dropped at once (a note says so once per cell)."""
+        kept = getattr(self, "_kept_output", None)
+        if kept is None:
+            kept = self._kept_output = {}
+        size = _message_bytes(msg.get("content"))
+        used = kept.get(cell_index, 0)
+        limit = (HARVEST_OUTPUT_BYTES if cell_index == getattr(self, "_harvest_index", None)
+                 else self.max_output_bytes)
+        if used >= 0 and used + size <= limit:
+            kept[cell_index] = used + size
+            return True
+        if used >= 0 and outs is not None:
+            kept[cell_index] = -1            # the note is written once
+            outs.append(NotebookNode(
+                output_type="stream", name="stderr",
+                text=f"[grader] this cell's output passed {self.max_output_bytes / 1e6:.1f} MB "
+                     "while it ran; the rest was dropped\n"))
+        return False
+
+    def output(self, outs, msg, display_id, cell_index):
+        if not self._output_allowed(msg, cell_index, outs):
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        if not self._output_allowed(msg, -2, None):
+            return None
+        return super()._update_display_id(display_id, msg)
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        if not self._output_allowed(msg, -3, None):
+            return None
+        return super().handle_comm_msg(outs, msg, cell_index)
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         # A graded notebook's kernel has nothing to save: stop it at once rather than wait
@@ -142,6 +187,7 @@ class GradingExecute(Execute):
                 km = self._take_spare(spare_key, resources)
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
+        self._kept_output = {}
         self._check_assign_resources(resources)
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
@@ -225,6 +271,7 @@ class GradingExecute(Execute):
                               "read (see the cell that stopped it)")
             cell = new_code_cell(verdicts.harvest_code(slots, seed))
             self.nb.cells.append(cell)     # nbclient writes the cell back at its index
+            self._harvest_index = len(self.nb.cells) - 1
             try:
                 self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
             finally:
@@ -363,6 +410,24 @@ def _environment(changes: dict[str, str | None]) -> Iterator[None]:
             else:
                 os.environ[key] = value
         yield
+
+
+def _message_bytes(value, limit: int = 1 << 34) -> int:
+    """About how many bytes a message's content holds (its strings and buffers), counted
+    without copying anything."""
+    total, stack = 0, [value]
+    while stack and total < limit:
+        item = stack.pop()
+        if isinstance(item, (str, bytes, bytearray, memoryview)):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            total += 8 * len(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            total += 8
+    return total
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:
