@@ -185,3 +185,37 @@ def test_a_dead_service_is_not_the_learners_fault(monkeypatch, tmp_path):
     assert _launch().outputs[0][0] == 5
     svc.stop()
     assert _launch().outputs[0][0] == 5      # isolated the old way, same verdict
+
+
+def _pid_of(service, session: str) -> int:
+    notes: dict = {}
+    res = ls.launch(service.socket_path, source=SRC, kernel="k",
+                    args=[np.zeros(32, np.uint32), np.int32(1)], backend="cpu", timeout_s=30,
+                    memory_mb=1024, notes=notes, session=session)
+    assert res.outputs[0][1] == 4
+    return notes["executor_pid"]
+
+
+def test_each_session_gets_an_executor_of_its_own(service):
+    """A student's launches never run in a process another student's launches used."""
+    first = _pid_of(service, "student-a")
+    assert _pid_of(service, "student-a") == first            # warm within a session
+    other = _pid_of(service, "student-b")
+    assert other != first
+    assert _pid_of(service, "student-a") not in (first, other)   # never back to an old one
+    assert ls.ping(service.socket_path)["session"] == "student-a"
+
+
+def test_oversize_sources_and_file_options_are_refused_by_the_service(service):
+    from ptxlab.run.errors import RequestRefused
+
+    with pytest.raises(RequestRefused, match="not compiled"):
+        ls.launch(service.socket_path, source=SRC + "//" + "x" * (17 * 2**20), kernel="k",
+                  backend="cpu", timeout_s=5, memory_mb=100)
+    good = {"op": "launch", "source": SRC, "kernel": "k", "grid": [1], "block": [32],
+            "backend": "cpu", "args": [], "timeout_s": 1, "memory_mb": 100}
+    for header in ({**good, "options": ["--time=/tmp/home/.cache/ptxlab/ptx/x.ptx"]},
+                   {**good, "options": ["-I/"]},
+                   {**good, "source": SRC + "//" + "x" * (2 * 2**20)}):
+        reply = _raw(service, _frame(header))
+        assert reply["verdict"] == "refused" and reply["kind"] == "RequestRefused", reply
