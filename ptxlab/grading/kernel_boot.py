@@ -115,7 +115,7 @@ class DiskQuotaExceeded(OSError):
 
 
 #: How often the working folder is measured.
-_DISK_WATCH_S = 0.1
+_DISK_WATCH_S = 0.05
 
 
 def _folder_usage(folder: str, stop_bytes: int, stop_files: int) -> tuple[int, int]:

@@ -135,9 +135,13 @@ def _allowed(name: str) -> bool:
 
 def check_includes(source: str, options: Sequence[str] = ()) -> None:
     """Refuse (:class:`RequestRefused`) a source whose preprocessed text includes anything but
-    the course's public headers and the toolkit's; each source is checked once per process."""
+    the course's public headers and the toolkit's; each source is checked once per process.
+
+    Where there is no preprocessor nothing is checked here: the sandbox's file system, which
+    holds no reference kernel, is then what keeps reference code out (the preflight says so).
+    """
     key = hashlib.sha256("\0".join([source, *options]).encode()).hexdigest()
-    if key in _checked:
+    if key in _checked or preprocessor() is None:
         return
     outside = [n for n in included_files(source, options) if not _allowed(n)]
     if outside:

@@ -249,8 +249,11 @@ class KernelExercise(Exercise):
         if checks.is_unfinished_source(answer):
             return checks.not_implemented(self.title)
         if not isinstance(answer, str):
+            # a recorded answer that was not data (or a text over the size the grader reads)
+            # carries its own description
+            got = str(getattr(answer, "text", "") or type(answer).__name__)[:300]
             return CheckResult(self.title, False, 0.0, f"expected CUDA source as a string, got "
-                               f"{type(answer).__name__}", status="invalid")
+                               f"{got}", status="invalid")
         if f"{self.kernel_name}(" not in answer.replace(" (", "("):
             return CheckResult(self.title, False, 0.0, f"the source has no kernel named "
                                f"{self.kernel_name}; keep the given signature", status="invalid")
