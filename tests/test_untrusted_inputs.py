@@ -234,3 +234,16 @@ def test_a_poisoned_ptx_cache_entry_is_detected_and_rebuilt(poison, monkeypatch,
     again = _within(30, lambda: nvrtc.compile_to_ptx(src))
     assert again == good
     assert nvrtc._read_cache(entry, entry.stem) == good      # rebuilt in place
+
+
+def test_the_ptx_cache_stops_growing_at_its_budget(monkeypatch, tmp_path):
+    """Many distinct sources cannot fill the (memory-backed) folder of the launch service."""
+    from ptxlab.run.ptx import nvrtc
+
+    monkeypatch.setenv("PTXLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PTXLAB_CACHE_MAX_MB", "0.002")        # about 2 kB: one entry
+    monkeypatch.setattr(nvrtc, "_MEMORY_CACHE", {})
+    for n in range(4):
+        nvrtc.compile_to_ptx(SRC.replace("3u", f"{n + 10}u"))
+    entries = list((tmp_path / "cache" / "ptx").glob("*.ptx"))
+    assert len(entries) == 1, entries

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import resource
 import shutil
 import signal
 import socket
@@ -59,6 +60,10 @@ _CONTEXT_SURVIVES = {"CompileError", "LaunchError", "BackendUnavailable", "Kerne
 _CONNECT_TIMEOUT_S = 10.0
 #: Longest session name a request may carry.
 _MAX_SESSION_CHARS = 200
+#: Largest file an executor writes (its output, a cache entry), and what the service's PTX
+#: cache may hold in all.
+_EXECUTOR_FILE_BYTES = 64 * 2**20
+_PTX_CACHE_MB = 256
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,6 +139,11 @@ class _Executor:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.chdir(self.workdir)
+                # Output a launch writes (device printf, the CPU model's) stops at a cap
+                # instead of filling the service's memory-backed /tmp.
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (_EXECUTOR_FILE_BYTES,
+                                                           _EXECUTOR_FILE_BYTES))
                 os.environ.update({"TMPDIR": str(self.workdir), "CUPY_CACHE_IN_MEMORY": "1"})
                 tempfile.tempdir = None
                 _executor_main(Connection(child.detach()))
@@ -216,6 +226,7 @@ class LaunchServiceServer(socketserver.UnixStreamServer):
         self.folder = Path(tempfile.mkdtemp(prefix="ptxlab-executor-"))
         # The CPU model's PTX cache: shared by this service's executors, verified on read.
         os.environ.setdefault("PTXLAB_CACHE_DIR", str(self.folder / "ptx-cache"))
+        os.environ.setdefault("PTXLAB_CACHE_MAX_MB", str(_PTX_CACHE_MB))
         self.max_timeout_s = float(max_timeout_s)
         self.max_memory_mb = int(max_memory_mb)
         self.launches = 0

@@ -361,8 +361,29 @@ def compile_to_ptx(source: str, options: tuple[str, ...] = (), *, name: str = "k
     return ptx
 
 
+#: ``$PTXLAB_CACHE_MAX_MB``: the most the PTX cache folder may hold; past it nothing more is
+#: written (the grading launch service sets it: its cache lives in memory, on a tmpfs).
+_CACHE_MAX_ENV = "PTXLAB_CACHE_MAX_MB"
+
+
+def _cache_full(folder: Path) -> bool:
+    limit = os.environ.get(_CACHE_MAX_ENV)
+    if not limit:
+        return False
+    total = 0
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                total += entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        return False
+    return total > float(limit) * 2**20
+
+
 def _write_cache(path: Path, text: str) -> None:
-    """Write atomically; a read-only or full disk only costs a recompile later."""
+    """Write atomically; a read-only or full disk (or cache budget) only costs a recompile."""
+    if _cache_full(path.parent):
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
