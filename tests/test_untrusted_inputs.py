@@ -241,7 +241,7 @@ def test_the_ptx_cache_stops_growing_at_its_budget(monkeypatch, tmp_path):
     from ptxlab.run.ptx import nvrtc
 
     monkeypatch.setenv("PTXLAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("PTXLAB_CACHE_MAX_MB", "0.002")        # about 2 kB: one entry
+    monkeypatch.setenv("PTXLAB_CACHE_MAX_MB", "0.0003")       # 300 bytes: one entry, no more
     monkeypatch.setattr(nvrtc, "_MEMORY_CACHE", {})
     for n in range(4):
         nvrtc.compile_to_ptx(SRC.replace("3u", f"{n + 10}u"))
