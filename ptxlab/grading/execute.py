@@ -386,8 +386,8 @@ class GradingExecute(Execute):
     def _give_up_from(self, index: int, exc: Exception) -> None:
         """Record why cell ``index`` failed and mark every later code cell as not run."""
         if isinstance(exc, DeadKernelError):
-            why = ("the notebook's kernel died while running this cell (a crash, os._exit, or "
-                   "the memory limit of the grading sandbox)")
+            why = ("the notebook's kernel died while running this cell (a crash, os._exit, "
+                   "the memory limit of the grading sandbox, or writing on past its disk quota)")
         else:
             why = (f"this cell ran past the {self.timeout} s limit and did not stop when "
                    "interrupted, so its kernel was stopped")
