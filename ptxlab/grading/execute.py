@@ -52,6 +52,7 @@ from ..run.errors import UntrustedFile
 from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
 from ..run.launch_client import SERVICE_ENV, SESSION_ENV
 from ..run.launch_log import LAUNCH_LOG_ENV, read_launch_log
+from ..run.untrusted_files import read_regular
 from ..teach.exercises.base import GRADED_BY_GRADER_ENV
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
@@ -188,6 +189,7 @@ class GradingExecute(Execute):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._kept_output = {}
+        self._lost_why = None
         self._check_assign_resources(resources)
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
@@ -267,8 +269,9 @@ class GradingExecute(Execute):
 
         try:
             if not run_sync(self.km.is_alive)():
+                why = getattr(self, "_lost_why", None) or _kernel_stop_note(self.km)
                 return None, ("the notebook's kernel was lost before its answers could be "
-                              "read (see the cell that stopped it)")
+                              "read" + (f": {why}" if why else " (see the cell that stopped it)"))
             cell = new_code_cell(verdicts.harvest_code(slots, seed))
             self.nb.cells.append(cell)     # nbclient writes the cell back at its index
             self._harvest_index = len(self.nb.cells) - 1
@@ -386,11 +389,13 @@ class GradingExecute(Execute):
     def _give_up_from(self, index: int, exc: Exception) -> None:
         """Record why cell ``index`` failed and mark every later code cell as not run."""
         if isinstance(exc, DeadKernelError):
-            why = ("the notebook's kernel died while running this cell (a crash, os._exit, "
-                   "the memory limit of the grading sandbox, or writing on past its disk quota)")
+            why = _kernel_stop_note(self.km) or (
+                "the notebook's kernel died while running this cell (a crash, os._exit, the "
+                "memory limit of the grading sandbox, or writing on past its disk quota)")
         else:
             why = (f"this cell ran past the {self.timeout} s limit and did not stop when "
                    "interrupted, so its kernel was stopped")
+        self._lost_why = why
         cell = self.nb.cells[index]
         cell.setdefault("outputs", []).append(_error_output(KERNEL_DIED, why))
         for later in self.nb.cells[index + 1:]:
@@ -410,6 +415,18 @@ def _environment(changes: dict[str, str | None]) -> Iterator[None]:
             else:
                 os.environ[key] = value
         yield
+
+
+def _kernel_stop_note(km) -> str:
+    """Why the kernel stopped itself, as it wrote it (a file of its private folder, read as
+    untrusted), or ``""``."""
+    path = getattr(km, "stop_note", None)
+    if path is None:
+        return ""
+    try:
+        return read_regular(path, max_bytes=4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 def _message_bytes(value, limit: int = 1 << 34) -> int:

@@ -115,6 +115,11 @@ class SandboxedKernelManager(AsyncKernelManager):
         return self._private_dir / "work" if (self.spare and self._private_dir) else None
 
     @property
+    def stop_note(self) -> Path | None:
+        """Where the kernel says why it stopped itself (its memory, its disk quota)."""
+        return self._private_dir / "kernel-stopped.txt" if self._private_dir else None
+
+    @property
     def launch_log(self) -> Path | None:
         """The file every isolated launch of this kernel appends its record to."""
         return self._private_dir / "launches.jsonl" if self._private_dir else None
@@ -139,6 +144,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
         limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
                   "disk_mb": self.disk_quota_mb, "max_files": self.max_files,
+                  "stop_note": str(self.stop_note),
                   "memory_mode": self._memory_mode(),
                   # the sandbox's /tmp is a tmpfs: what is written there is memory too
                   "watch_tmp": self.sandbox_mode == "bwrap"}
