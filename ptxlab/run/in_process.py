@@ -9,7 +9,6 @@ text includes anything but the public headers is refused (:mod:`ptxlab.run.inclu
 """
 from __future__ import annotations
 
-import importlib
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -47,9 +46,10 @@ class LaunchResult:
 def cpu_module():
     """``ptxlab.run.cpu`` if it is installed, else ``None`` (imported lazily: it is large)."""
     try:
-        return importlib.import_module("ptxlab.run.cpu")
+        from . import cpu
     except ImportError:
         return None
+    return cpu
 
 
 def cpu_available() -> tuple[bool, str]:

@@ -141,6 +141,8 @@ class ServiceProcess:
         run_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         if wrap is not None:
             command = wrap(command, self.folder, run_env)
+        else:      # no sandbox of its own: its temporary files go where stop() removes them
+            run_env.setdefault("TMPDIR", str(self.folder))
         self._log = open(self.folder / "service.log", "wb")
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, env=run_env,
