@@ -261,6 +261,9 @@ class LaunchServiceServer(socketserver.UnixStreamServer):
             if self.spare is not None and self.spare.proc.poll() is None:
                 self.executor, self.spare = self.spare, None
             else:
+                if self.spare is not None:        # died while it waited
+                    self.spare.stop()
+                    self.spare = None
                 self.executor = self._new_executor(None)
             self.restarts += 1
         self.executor.session = session
