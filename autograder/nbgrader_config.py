@@ -12,6 +12,8 @@ variable                          default  meaning
                                            ``none``: limits only (trusted notebooks, no bwrap)
 ``PTXLAB_CELL_TIMEOUT_S``         120      wall-clock limit of one notebook cell
 ``PTXLAB_KERNEL_MEMORY_MB``       4096     memory limit of a notebook's kernel
+``PTXLAB_KERNEL_DISK_MB``         512      what a notebook's working folder may hold, MiB;
+                                           past it its cell gets "Disk quota exceeded"
 ``PTXLAB_KERNEL_MEMORY_MODE``     auto     ``address_space``, ``resident`` or ``auto``
                                            (resident when the kernel gets a GPU)
 ``PTXLAB_LAUNCH_TIMEOUT_S``       60       wall-clock limit of one learner kernel launch (at
@@ -67,6 +69,7 @@ c.GradingExecute.verdicts_by_grader = _env("PTXLAB_VERDICTS", "grader") != "note
 c.SandboxedKernelManager.sandbox_mode = _env("PTXLAB_SANDBOX", "bwrap")
 c.SandboxedKernelManager.gpu = _env("PTXLAB_GRADING_GPU", "1") == "1"
 c.SandboxedKernelManager.kernel_memory_mb = int(_env("PTXLAB_KERNEL_MEMORY_MB", "4096"))
+c.SandboxedKernelManager.disk_quota_mb = int(_env("PTXLAB_KERNEL_DISK_MB", "512"))
 c.SandboxedKernelManager.kernel_memory_mode = _env("PTXLAB_KERNEL_MEMORY_MODE", "auto")
 c.SandboxedKernelManager.launch_timeout_s = float(_env("PTXLAB_LAUNCH_TIMEOUT_S", "60"))
 c.SandboxedKernelManager.launch_memory_mb = int(_env("PTXLAB_LAUNCH_MEMORY_MB", "4096"))
@@ -80,4 +83,6 @@ c.SandboxedKernelManager.hidden_paths = (
 # A notebook that prints a million lines keeps its first lines only.
 c.LimitOutput.max_lines = 200
 c.LimitOutputBytes.max_bytes_per_cell = int(_env("PTXLAB_MAX_OUTPUT_KB", "1000")) * 1000
+# ... and the grader never holds more than four times that of a cell while it runs.
+c.GradingExecute.max_output_bytes = 4 * int(_env("PTXLAB_MAX_OUTPUT_KB", "1000")) * 1000
 c.LimitOutput.max_traceback = 60

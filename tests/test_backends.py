@@ -1,14 +1,13 @@
 """ptxlab.backends: choosing a backend, checking arguments, isolation, and the reference cases."""
 from __future__ import annotations
 
-import sys
 import types
 
 import numpy as np
 import pytest
 
 from ptxlab import backends, gpu
-from ptxlab.run import reference_cases as rc, status_cli
+from ptxlab.run import in_process, isolation, reference_cases as rc, status_cli
 
 STMATRIX_SRC = '#include "stmatrix.cuh"\nextern "C" __global__ void k(unsigned* r) { ptxlab::stmatrix_x1(0u, {r[0]}); }'
 PLAIN_SRC = 'extern "C" __global__ void k(int* p) { p[threadIdx.x] += 1; }'
@@ -45,7 +44,7 @@ def machine(monkeypatch):
         st = fake_status(gpu_cc) if gpu_cc else fake_status(available=False)
         monkeypatch.setattr(gpu, "status", lambda refresh=False: st)
         fake = FakeCpu(ok=True) if cpu else None
-        monkeypatch.setattr(backends, "_cpu_module", lambda: fake)
+        monkeypatch.setattr(in_process, "cpu_module", lambda: fake)
         monkeypatch.delenv("PTXLAB_ISOLATE", raising=False)
         return fake
     return setup
@@ -111,32 +110,31 @@ def test_bad_launch_arguments(machine, kwargs, message):
         backends.launch(PLAIN_SRC, "k", **kwargs)
 
 
-def test_isolate_delegates_to_the_grading_runner(machine, monkeypatch):
+def test_isolate_runs_the_launch_in_a_child(machine, monkeypatch):
+    """Isolated, with no launch service: the backends' own launch, in a child of this process."""
     machine(gpu_cc=None)
     received = {}
 
-    def run_launch_isolated(**kwargs):
-        received.update(kwargs)
+    def run_isolated(target, args=(), kwargs=None, **limits):
+        received.update(kwargs, target=target, **limits)
         return backends.LaunchResult([], "cpu", "isolated", "child")
-    grading = types.ModuleType("ptxlab.grading")
-    isolation = types.ModuleType("ptxlab.run.isolation")
-    isolation.run_launch_isolated = run_launch_isolated
-    monkeypatch.setitem(sys.modules, "ptxlab.grading", grading)
-    monkeypatch.setitem(sys.modules, "ptxlab.run.isolation", isolation)
+    monkeypatch.setattr(isolation, "run_isolated", run_isolated)
+    monkeypatch.delenv("PTXLAB_LAUNCH_SERVICE", raising=False)
     monkeypatch.setenv("PTXLAB_ISOLATE", "1")
-    res = backends.launch(PLAIN_SRC, "k", grid=3, args=[np.zeros(2, np.int32)])
+    res = backends.launch(PLAIN_SRC, "k", grid=3, args=[np.zeros(2, np.int32)], timeout_s=7)
     assert res.device == "isolated"
+    assert received["target"] == "ptxlab.run.backends:launch_in_child"
     assert received["kernel"] == "k" and received["grid"] == (3,) and received["backend"] == "auto"
+    assert received["timeout_s"] == 7
     res = backends.launch(PLAIN_SRC, "k", args=[np.zeros(2, np.int32)], isolate=False)
     assert res.backend == "cpu", "isolate=False wins over the environment"
 
 
-def test_isolate_without_the_grading_package_warns_and_runs_here(machine, monkeypatch):
-    machine(gpu_cc=None)
-    monkeypatch.setitem(sys.modules, "ptxlab.run.isolation", None)   # import fails
-    with pytest.warns(RuntimeWarning, match="isolation is not available"):
-        res = backends.launch(PLAIN_SRC, "k", args=[np.zeros(2, np.int32)], isolate=True)
-    assert res.backend == "cpu"
+def test_the_child_runs_the_launch_in_process(machine):
+    cpu = machine(gpu_cc=None)
+    res = backends.launch_in_child(source=PLAIN_SRC, kernel="k", grid=(1,), block=(32,),
+                                   args=[np.zeros(2, np.int32)], backend="auto")
+    assert res.backend == "cpu" and cpu.calls
 
 
 def test_kernel_case_launches_copies(machine):

@@ -8,7 +8,14 @@ import time
 import numpy as np
 import pytest
 
+from ptxlab.run import backends as run_backends
 from ptxlab.run import isolation as iso
+from ptxlab.run import launch_log
+
+
+def launch_isolated(*args, **kwargs):
+    """A kernel launch isolated in a child (no launch service in these tests)."""
+    return run_backends.launch(*args, isolate=True, **kwargs)
 
 
 @pytest.fixture(params=["fork", "exec"], autouse=True)
@@ -81,7 +88,7 @@ def test_isolated_launch_matches_direct_launch():
     backends = _backend_or_skip()
     src = 'extern "C" __global__ void k(unsigned* o) { o[threadIdx.x] = threadIdx.x * 3u; }'
     out = np.zeros(32, dtype=np.uint32)
-    res = iso.run_launch_isolated(src, "k", (1,), (32,), [out], timeout_s=120)
+    res = launch_isolated(src, "k", (1,), (32,), [out], timeout_s=120)
     assert np.array_equal(res.outputs[0], np.arange(32, dtype=np.uint32) * 3)
     direct = backends.launch(src, "k", grid=(1,), block=(32,), args=[out.copy()], isolate=False)
     assert res.backend == direct.backend
@@ -95,11 +102,11 @@ HANG = ('extern "C" __global__ void {name}(unsigned* o) {{ volatile unsigned* fl
 def test_isolated_launch_compile_error_and_hang():
     backends = _backend_or_skip()
     with pytest.raises(backends.CompileError) as info:
-        iso.run_launch_isolated('extern "C" __global__ void k(unsigned* o) { o[0] = 1 }', "k",
+        launch_isolated('extern "C" __global__ void k(unsigned* o) { o[0] = 1 }', "k",
                                 args=[np.zeros(1, np.uint32)], timeout_s=120)
     assert info.value.line is not None
     with pytest.raises((iso.IsolatedTimeout, backends.KernelFault), match="kernel 'k'"):
-        iso.run_launch_isolated(HANG.format(name="k"), "k", args=[np.zeros(1, np.uint32)],
+        launch_isolated(HANG.format(name="k"), "k", args=[np.zeros(1, np.uint32)],
                                 timeout_s=2)
 
 
@@ -157,15 +164,15 @@ def test_fork_is_never_used_once_cupy_is_imported(monkeypatch, child_kind):
 def test_launch_log_and_messages_say_where_the_kernel_ran(tmp_path, monkeypatch):
     _backend_or_skip()
     log = tmp_path / "launches.jsonl"
-    monkeypatch.setenv(iso.LAUNCH_LOG_ENV, str(log))
+    monkeypatch.setenv(launch_log.LAUNCH_LOG_ENV, str(log))
     src = 'extern "C" __global__ void k(unsigned* o) { o[threadIdx.x] = 7u; }'
-    res = iso.run_launch_isolated(src, "k", args=[np.zeros(32, np.uint32)], timeout_s=120)
+    res = launch_isolated(src, "k", args=[np.zeros(32, np.uint32)], timeout_s=120)
     with pytest.raises(iso.IsolatedTimeout) as info:
-        iso.run_launch_isolated(HANG.format(name="spin"), "spin", args=[np.zeros(1, np.uint32)],
+        launch_isolated(HANG.format(name="spin"), "spin", args=[np.zeros(1, np.uint32)],
                                 timeout_s=2)
     where = "the GPU" if res.backend == "gpu" else "the CPU model"
     assert f"kernel 'spin' did not finish within 2 s on {where}" in str(info.value)
-    records, offset = iso.read_launch_log(log)
+    records, offset = launch_log.read_launch_log(log)
     assert [(r["kernel"], r["backend"], r["outcome"]) for r in records] == [
         ("k", res.backend, "ok"), ("spin", res.backend, "IsolatedTimeout")]
-    assert offset == log.stat().st_size and iso.read_launch_log(log, offset) == ([], offset)
+    assert offset == log.stat().st_size and launch_log.read_launch_log(log, offset) == ([], offset)

@@ -99,5 +99,5 @@ def test_preflight_goes_through_the_warm_launch_service_in_the_sandbox(released_
     assert result.ok, result.problem
     assert result.route == "service", result.warning
     assert not result.warning
-    from ptxlab.grading import launch_services
+    from ptxlab.grading import launch_service_pool as launch_services
     assert not launch_services._SERVICES, "the preflight's service must not idle in the head"

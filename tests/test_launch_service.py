@@ -14,8 +14,10 @@ import time
 import numpy as np
 import pytest
 
-from ptxlab.run import isolation as iso
-from ptxlab.run import launch_service as ls
+from ptxlab.run import backends as run_backends
+from ptxlab.run import errors as iso
+from ptxlab.run import launch_client as ls
+from ptxlab.run import launch_log, launch_wire
 
 SRC = 'extern "C" __global__ void k(unsigned* o, int s) { o[threadIdx.x] = threadIdx.x * 3u + s; }'
 #: Spins on a volatile global load nothing writes: never finishes, on any backend.
@@ -43,9 +45,9 @@ def service():
 @pytest.fixture
 def via_service(service, monkeypatch, tmp_path):
     """Launches of this test go to the service; returns the launch log's path."""
-    monkeypatch.setenv(iso.SERVICE_ENV, service.socket_path)
+    monkeypatch.setenv(ls.SERVICE_ENV, service.socket_path)
     log = tmp_path / "launches.jsonl"
-    monkeypatch.setenv(iso.LAUNCH_LOG_ENV, str(log))
+    monkeypatch.setenv(launch_log.LAUNCH_LOG_ENV, str(log))
     return log
 
 
@@ -56,7 +58,7 @@ def _records(log) -> list[dict]:
 def _launch(src=SRC, kernel="k", args=None, **kw):
     if args is None:
         args = [np.zeros(32, np.uint32), np.int32(5)]
-    return iso.run_launch_isolated(src, kernel, args=args, backend="cpu", **kw)
+    return run_backends.launch(src, kernel, args=args, backend="cpu", isolate=True, **kw)
 
 
 def test_same_result_as_a_direct_launch_and_the_executor_stays_warm(service, via_service):
@@ -126,13 +128,13 @@ def _raw(service, data: bytes) -> dict:
         sock.connect(service.socket_path)
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
-        header, _ = ls._recv_frame(sock)
+        header, _ = launch_wire.recv_frame(sock)
     return header
 
 
 def _frame(header: dict, payload: bytes = b"") -> bytes:
     head = json.dumps(header).encode()
-    return ls._FRAME.pack(len(head), len(payload)) + head + payload
+    return launch_wire.FRAME.pack(len(head), len(payload)) + head + payload
 
 
 def test_what_a_client_sends_is_checked_as_data(service, tmp_path):
@@ -157,7 +159,7 @@ def test_what_a_client_sends_is_checked_as_data(service, tmp_path):
         _frame({**good, "grid": [0]}),
         _frame({**good, "source": ["not", "a", "string"]}),
         _frame({**good, "backend": "shell"}),
-        ls._FRAME.pack(ls.MAX_HEADER_BYTES + 1, 0),
+        launch_wire.FRAME.pack(launch_wire.MAX_HEADER_BYTES + 1, 0),
     ]
     for data in bad_requests:
         reply = _raw(service, data)
@@ -167,9 +169,9 @@ def test_what_a_client_sends_is_checked_as_data(service, tmp_path):
 
 
 def test_without_a_service_launches_are_isolated_one_by_one(monkeypatch, tmp_path):
-    monkeypatch.setenv(iso.SERVICE_ENV, str(tmp_path / "no-such.sock"))
+    monkeypatch.setenv(ls.SERVICE_ENV, str(tmp_path / "no-such.sock"))
     log = tmp_path / "launches.jsonl"
-    monkeypatch.setenv(iso.LAUNCH_LOG_ENV, str(log))
+    monkeypatch.setenv(launch_log.LAUNCH_LOG_ENV, str(log))
     assert _launch().outputs[0][2] == 11
     (record,) = _records(log)
     assert record["route"].startswith("child (launch service unavailable")
@@ -179,7 +181,41 @@ def test_without_a_service_launches_are_isolated_one_by_one(monkeypatch, tmp_pat
 def test_a_dead_service_is_not_the_learners_fault(monkeypatch, tmp_path):
     svc = ls.ServiceProcess(max_timeout_s=5, max_memory_mb=1024)
     svc.wait_ready(60)
-    monkeypatch.setenv(iso.SERVICE_ENV, svc.socket_path)
+    monkeypatch.setenv(ls.SERVICE_ENV, svc.socket_path)
     assert _launch().outputs[0][0] == 5
     svc.stop()
     assert _launch().outputs[0][0] == 5      # isolated the old way, same verdict
+
+
+def _pid_of(service, session: str) -> int:
+    notes: dict = {}
+    res = ls.launch(service.socket_path, source=SRC, kernel="k",
+                    args=[np.zeros(32, np.uint32), np.int32(1)], backend="cpu", timeout_s=30,
+                    memory_mb=1024, notes=notes, session=session)
+    assert res.outputs[0][1] == 4
+    return notes["executor_pid"]
+
+
+def test_each_session_gets_an_executor_of_its_own(service):
+    """A student's launches never run in a process another student's launches used."""
+    first = _pid_of(service, "student-a")
+    assert _pid_of(service, "student-a") == first            # warm within a session
+    other = _pid_of(service, "student-b")
+    assert other != first
+    assert _pid_of(service, "student-a") not in (first, other)   # never back to an old one
+    assert ls.ping(service.socket_path)["session"] == "student-a"
+
+
+def test_oversize_sources_and_file_options_are_refused_by_the_service(service):
+    from ptxlab.run.errors import RequestRefused
+
+    with pytest.raises(RequestRefused, match="not compiled"):
+        ls.launch(service.socket_path, source=SRC + "//" + "x" * (17 * 2**20), kernel="k",
+                  backend="cpu", timeout_s=5, memory_mb=100)
+    good = {"op": "launch", "source": SRC, "kernel": "k", "grid": [1], "block": [32],
+            "backend": "cpu", "args": [], "timeout_s": 1, "memory_mb": 100}
+    for header in ({**good, "options": ["--time=/tmp/home/.cache/ptxlab/ptx/x.ptx"]},
+                   {**good, "options": ["-I/"]},
+                   {**good, "source": SRC + "//" + "x" * (2 * 2**20)}):
+        reply = _raw(service, _frame(header))
+        assert reply["verdict"] == "refused" and reply["kind"] == "RequestRefused", reply

@@ -10,6 +10,7 @@ batch continues where it stopped and loses nothing.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import selectors
@@ -23,7 +24,7 @@ from . import worker_process
 from .outcome import INFRASTRUCTURE, StudentOutcome
 from .submission_files import read_timestamp
 
-__all__ = ["BatchOptions", "BatchResult", "BatchBusy", "Ledger", "discover_submissions",
+__all__ = ["BatchOptions", "BatchResult", "BatchBusy", "GraderDiskFull", "Ledger", "discover_submissions",
            "grade_batch", "default_workers", "Progress"]
 
 
@@ -94,10 +95,33 @@ class Ledger:
         return done
 
     def append(self, outcome: StudentOutcome) -> None:
+        """Add one student; on a full disk, leave the ledger as it was (no half line) and raise
+        :class:`GraderDiskFull`, which stops the batch cleanly."""
         with open(self.path, "a") as fh:
-            fh.write(json.dumps(outcome.to_json()) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+            size = fh.tell()
+            try:
+                fh.write(json.dumps(outcome.to_json()) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                try:
+                    os.truncate(self.path, size)
+                except OSError:
+                    pass       # a cut line is skipped by load(): that student is graded again
+                raise GraderDiskFull(self.path, outcome.student) from None
+
+
+class GraderDiskFull(OSError):
+    """The disk that holds the grading folder is full: the batch stops, the ledger keeps every
+    student finished so far, and the next run continues with the rest."""
+
+    def __init__(self, ledger: Path, student: str):
+        super().__init__(errno.ENOSPC, f"the disk holding {ledger.parent} is full: grading "
+                         f"stopped before {student} could be recorded; every student recorded "
+                         "before is kept in the ledger. Free some space and run the same "
+                         "command again: it grades the rest")
 
 
 def discover_submissions(course_root: Path, assignment: str) -> dict[str, str]:

@@ -12,10 +12,11 @@ apply.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 
-from .batch import BatchBusy, BatchOptions, default_workers, grade_batch
+from .batch import BatchBusy, BatchOptions, GraderDiskFull, default_workers, grade_batch
 from .preflight import run_preflight
 from .report import write_csv, write_plot, write_summary
 
@@ -90,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, BatchBusy) as exc:
         print(f"ptxlab grade: {exc}", file=sys.stderr)
         return 2
+    except GraderDiskFull as exc:
+        print(f"ptxlab grade: {exc.strerror}", file=sys.stderr)
+        return 3
     except ImportError as exc:
         if args.scheduler and exc.name and exc.name.split(".")[0] == "distributed":
             print("ptxlab grade: --scheduler needs Dask's distributed package on this machine "
@@ -107,11 +111,19 @@ def run(args: argparse.Namespace) -> int:
               "(run 'nbgrader collect' first)", file=sys.stderr)
         return 1
     out = opts.out_dir
-    csv_path = write_csv(result.outcomes, out / "grades.csv")
-    plot = write_plot(result.outcomes, out / "scores.png", f"{args.assignment}: scores")
-    summary = write_summary(result.outcomes, out / "summary.md", assignment=args.assignment,
-                            wall_s=result.wall_s, workers=opts.workers, plot=plot,
-                            graded_on=f"on the Dask cluster {args.scheduler}" if args.scheduler else None)
+    try:
+        csv_path = write_csv(result.outcomes, out / "grades.csv")
+        plot = write_plot(result.outcomes, out / "scores.png", f"{args.assignment}: scores")
+        summary = write_summary(result.outcomes, out / "summary.md", assignment=args.assignment,
+                                wall_s=result.wall_s, workers=opts.workers, plot=plot,
+                                graded_on=f"on the Dask cluster {args.scheduler}" if args.scheduler else None)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"ptxlab grade: the disk holding {out} is full: the grades are in the gradebook "
+              "and the ledger, but the reports could not be written. Free some space and run "
+              "the same command again: it writes them", file=sys.stderr)
+        return 3
     print(f"graded {result.graded_now} now, {result.skipped} already graded; "
           f"{len(result.outcomes)} students in {csv_path} and {summary}"
           + (f" ({plot.name})" if plot else ""))

@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -45,8 +46,13 @@ from traitlets import Bool, Integer
 
 from . import verdicts
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
-from .launch_services import shutdown_launch_services
-from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV, read_launch_log
+from .launch_service_pool import shutdown_launch_services
+from ..run.backends import SERVICE_REQUIRED_ENV
+from ..run.errors import UntrustedFile
+from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
+from ..run.launch_client import SERVICE_ENV, SESSION_ENV
+from ..run.launch_log import LAUNCH_LOG_ENV, read_launch_log
+from ..run.untrusted_files import read_regular
 from ..teach.graded import GRADED_BY_GRADER_ENV
 
 __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
@@ -55,6 +61,9 @@ __all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
 #: The first words of the error names this module writes into a notebook.
 KERNEL_DIED = "KernelDied"
 NOT_RUN = "NotRun"
+UNTRUSTED_FILE = "UntrustedFile"
+#: Output the grader keeps of the cell that hands the answers back (their values as data).
+HARVEST_OUTPUT_BYTES = 256_000_000
 #: Cell tag of the note the grader puts at the top of a graded notebook.
 BACKEND_NOTE_TAG = "ptxlab-grading-note"
 #: Spare kernels of this process, by what they were started for (at most one each).
@@ -102,6 +111,49 @@ class GradingExecute(Execute):
                                    "never judges itself); off: the test cells' own outcome, "
                                    "as stock nbgrader")
 
+    max_output_bytes = Integer(4_000_000, config=True,
+                               help="bytes of output the grader keeps of one cell while it runs "
+                                    "(text, images, widget state); what comes past it is "
+                                    "dropped as it arrives, never held")
+
+    # -- output kept while it streams in ------------------------------------------------------
+
+    def _output_allowed(self, msg: dict, cell_index: int, outs: list | None) -> bool:
+        """Whether this message's output fits in what the cell may still keep; past the limit
+        the message is dropped at once (a note says so once per cell)."""
+        kept = getattr(self, "_kept_output", None)
+        if kept is None:
+            kept = self._kept_output = {}
+        size = _message_bytes(msg.get("content"))
+        used = kept.get(cell_index, 0)
+        limit = (HARVEST_OUTPUT_BYTES if cell_index == getattr(self, "_harvest_index", None)
+                 else self.max_output_bytes)
+        if used >= 0 and used + size <= limit:
+            kept[cell_index] = used + size
+            return True
+        if used >= 0 and outs is not None:
+            kept[cell_index] = -1            # the note is written once
+            outs.append(NotebookNode(
+                output_type="stream", name="stderr",
+                text=f"[grader] this cell's output passed {self.max_output_bytes / 1e6:.1f} MB "
+                     "while it ran; the rest was dropped\n"))
+        return False
+
+    def output(self, outs, msg, display_id, cell_index):
+        if not self._output_allowed(msg, cell_index, outs):
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        if not self._output_allowed(msg, -2, None):
+            return None
+        return super()._update_display_id(display_id, msg)
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        if not self._output_allowed(msg, -3, None):
+            return None
+        return super().handle_comm_msg(outs, msg, cell_index)
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         # A graded notebook's kernel has nothing to save: stop it at once rather than wait
@@ -136,6 +188,8 @@ class GradingExecute(Execute):
                 km = self._take_spare(spare_key, resources)
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
+        self._kept_output = {}
+        self._lost_why = None
         self._check_assign_resources(resources)
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
@@ -157,7 +211,13 @@ class GradingExecute(Execute):
                     break
                 finally:
                     if log_path is not None:
-                        records, offset = read_launch_log(log_path, offset)
+                        try:
+                            records, offset = read_launch_log(log_path, offset)
+                        except UntrustedFile as exc:    # the notebook replaced its log
+                            self.nb.cells[index].setdefault("outputs", []).append(
+                                _error_output(UNTRUSTED_FILE, f"the launch log {exc.reason}; "
+                                              "it is not read any more"))
+                            records, log_path = [], None
                         if records:
                             _note_cell_backend(self.nb.cells[index], records)
                             launches.extend(records)
@@ -209,10 +269,12 @@ class GradingExecute(Execute):
 
         try:
             if not run_sync(self.km.is_alive)():
+                why = getattr(self, "_lost_why", None) or _kernel_stop_note(self.km)
                 return None, ("the notebook's kernel was lost before its answers could be "
-                              "read (see the cell that stopped it)")
+                              "read" + (f": {why}" if why else " (see the cell that stopped it)"))
             cell = new_code_cell(verdicts.harvest_code(slots, seed))
             self.nb.cells.append(cell)     # nbclient writes the cell back at its index
+            self._harvest_index = len(self.nb.cells) - 1
             try:
                 self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
             finally:
@@ -260,11 +322,15 @@ class GradingExecute(Execute):
 
     def _grader_launches(self, log_path: Path):
         """Kernel answers launched by the grader go to its sandboxed launch service (always on
-        for this), or, where none can run, to an isolated child per launch."""
+        for this); where none can run, each of them fails as a fault of the machine
+        (``ServiceUnavailable``: the submission is not graded and the next run grades it)."""
         km = self.km if isinstance(self.km, SandboxedKernelManager) else self._new_manager("")
+        # Compiled and run only in the service's sandbox, in an executor of their own (a fresh
+        # session): never in this process, never in a child of it.
         env = {"PTXLAB_ISOLATE": "1", TIMEOUT_ENV: f"{km.launch_timeout():g}",
                MEMORY_ENV: str(km.launch_memory_mb), LAUNCH_LOG_ENV: str(log_path),
-               SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None}
+               SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None, SERVICE_REQUIRED_ENV: "1",
+               SESSION_ENV: "judge-" + secrets.token_hex(16)}
         try:
             service = km._launch_service_socket(dict(os.environ), km.service_hidden_paths(),
                                                 km.launch_timeout(), mode="on")
@@ -323,11 +389,13 @@ class GradingExecute(Execute):
     def _give_up_from(self, index: int, exc: Exception) -> None:
         """Record why cell ``index`` failed and mark every later code cell as not run."""
         if isinstance(exc, DeadKernelError):
-            why = ("the notebook's kernel died while running this cell (a crash, os._exit, or "
-                   "the memory limit of the grading sandbox)")
+            why = _kernel_stop_note(self.km) or (
+                "the notebook's kernel died while running this cell (a crash, os._exit, the "
+                "memory limit of the grading sandbox, or writing on past its disk quota)")
         else:
             why = (f"this cell ran past the {self.timeout} s limit and did not stop when "
                    "interrupted, so its kernel was stopped")
+        self._lost_why = why
         cell = self.nb.cells[index]
         cell.setdefault("outputs", []).append(_error_output(KERNEL_DIED, why))
         for later in self.nb.cells[index + 1:]:
@@ -347,6 +415,36 @@ def _environment(changes: dict[str, str | None]) -> Iterator[None]:
             else:
                 os.environ[key] = value
         yield
+
+
+def _kernel_stop_note(km) -> str:
+    """Why the kernel stopped itself, as it wrote it (a file of its private folder, read as
+    untrusted), or ``""``."""
+    path = getattr(km, "stop_note", None)
+    if path is None:
+        return ""
+    try:
+        return read_regular(path, max_bytes=4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _message_bytes(value, limit: int = 1 << 34) -> int:
+    """About how many bytes a message's content holds (its strings and buffers), counted
+    without copying anything."""
+    total, stack = 0, [value]
+    while stack and total < limit:
+        item = stack.pop()
+        if isinstance(item, (str, bytes, bytearray, memoryview)):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            total += 8 * len(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            total += 8
+    return total
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:

@@ -10,6 +10,10 @@ Started (inside the sandbox) as ``python -m ptxlab.grading.kernel_boot -- -m ipy
   cell when resident memory grows past the limit, and stops the kernel past one and a half
   times the limit;
 * limits the size of any file written and turns off core dumps;
+* holds the kernel's working folder (the only folder of the grader's disk it may write) to a
+  quota: past it, the running cell gets ``OSError(EDQUOT, "Disk quota exceeded ...")``, and a
+  kernel that keeps writing past one and a half times the quota is stopped, so filling the disk
+  is this submission's fault, never the batch's;
 * makes ``os._exit`` called from a notebook cell raise an error instead of killing the kernel,
   so one stray call costs that cell, not the rest of the notebook;
 * leaves out the debugger (``debugpy``): nobody debugs a kernel that grades, and importing it
@@ -49,6 +53,24 @@ _WATCH_S = 0.05
 _REARM_MB = 64
 
 
+#: Where the kernel leaves why it stopped itself (set from the limits; the grader reads it as
+#: an untrusted file of the kernel's private folder).
+_stop_note: str = ""
+
+
+def _stop_with_note(why: str) -> None:
+    """Leave ``why`` for the grader, then kill this kernel at once."""
+    import signal
+
+    if _stop_note:
+        try:
+            with open(_stop_note, "w") as fh:
+                fh.write(why[:1000])
+        except OSError:
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _resident_mb() -> float:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -69,7 +91,6 @@ def _watch_resident_memory(memory_mb: int, *, count_resident: bool = True,
     kill the kernel past 1.5x the limit (a single huge allocation in C code, which no Python
     exception interrupts)."""
     import ctypes
-    import signal
     import threading
     import time
 
@@ -86,7 +107,8 @@ def _watch_resident_memory(memory_mb: int, *, count_resident: bool = True,
             except (OSError, ValueError):
                 continue
             if rss > hard_mb:
-                os.kill(os.getpid(), signal.SIGKILL)
+                _stop_with_note(f"the kernel used more than {hard_mb:.0f} MiB of memory, one "
+                                f"and a half times its limit of {memory_mb} MiB, and was stopped")
             if rss > armed_above:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main_id),
                                                            ctypes.py_object(MemoryError))
@@ -97,7 +119,82 @@ def _watch_resident_memory(memory_mb: int, *, count_resident: bool = True,
     threading.Thread(target=watch, name="ptxlab-memory-watch", daemon=True).start()
 
 
+_quota_message = "Disk quota exceeded"
+
+
+class DiskQuotaExceeded(OSError):
+    """The kernel's working folder holds more than its quota (raised in the running cell by the
+    watchdog, which can pass a class only: the message is the module's)."""
+
+    def __init__(self, *args):
+        import errno
+
+        super().__init__(errno.EDQUOT, _quota_message)
+
+
+#: How often the working folder is measured.
+_DISK_WATCH_S = 0.05
+
+
+def _folder_usage(folder: str, stop_bytes: int, stop_files: int) -> tuple[int, int]:
+    """``(bytes, files)`` under ``folder`` (links not followed), counted until either passes
+    its stop value."""
+    total, files = 0, 0
+    stack = [folder]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    files += 1
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        continue
+                    if total > stop_bytes or files > stop_files:
+                        return total, files
+        except OSError:
+            continue
+    return total, files
+
+
+def _watch_disk(folder: str, quota_mb: int, max_files: int) -> None:
+    """Raise :class:`DiskQuotaExceeded` in the main thread when ``folder`` holds more than
+    ``quota_mb`` MiB or ``max_files`` entries (again only once it grew by a tenth more), and
+    kill the kernel past one and a half times either."""
+    import ctypes
+    import threading
+    import time
+
+    global _quota_message
+    main_id = threading.main_thread().ident
+    quota = quota_mb * 2**20
+    message = _quota_message = (
+        f"Disk quota exceeded: the submission's working folder may hold {quota_mb} MiB and "
+        f"{max_files} files while it is graded")
+
+    def watch() -> None:
+        armed_bytes, armed_files = quota, max_files
+        while True:
+            time.sleep(_DISK_WATCH_S)
+            used, files = _folder_usage(folder, int(1.5 * quota), int(1.5 * max_files))
+            if used > 1.5 * quota or files > 1.5 * max_files:
+                _stop_with_note(f"{message}: the kernel kept writing past it and was stopped")
+            if used > armed_bytes or files > armed_files:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main_id),
+                                                           ctypes.py_object(DiskQuotaExceeded))
+                armed_bytes, armed_files = used + quota // 10, files + max_files // 10
+            elif used < quota and files < max_files:
+                armed_bytes, armed_files = quota, max_files
+
+    threading.Thread(target=watch, name="ptxlab-disk-watch", daemon=True).start()
+
+
 def _apply_limits(limits: dict) -> None:
+    global _stop_note
+    _stop_note = str(limits.get("stop_note") or "")
     memory_mb = int(limits.get("memory_mb") or 0)
     watch_tmp = bool(limits.get("watch_tmp"))
     if memory_mb > 0 and limits.get("memory_mode", "address_space") == "resident":
@@ -111,6 +208,9 @@ def _apply_limits(limits: dict) -> None:
     if file_mb > 0:
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * 2**20, file_mb * 2**20))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    disk_mb = int(limits.get("disk_mb") or 0)
+    if disk_mb > 0:
+        _watch_disk(os.getcwd(), disk_mb, int(limits.get("max_files") or 20000))
 
 
 def main(argv: list[str]) -> None:

@@ -20,8 +20,10 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import sandbox
-from .launch_services import service_socket, wants_service
-from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV
+from .launch_service_pool import service_socket, wants_service
+from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
+from ..run.launch_client import SERVICE_ENV, SESSION_ENV
+from ..run.launch_log import LAUNCH_LOG_ENV
 from ..teach.graded import GRADED_BY_GRADER_ENV
 
 __all__ = ["SandboxedKernelManager", "effective_launch_timeout", "sandbox_env"]
@@ -88,6 +90,11 @@ class SandboxedKernelManager(AsyncKernelManager):
                                   "launch in a child process of its own; 'auto': on when the "
                                   "kernel gets a GPU")
     file_size_mb = Integer(256, config=True, help="largest file the kernel may write, MiB")
+    disk_quota_mb = Integer(512, config=True,
+                            help="most the kernel's working folder may hold, MiB (0: no quota); "
+                                 "past it the running cell gets 'Disk quota exceeded'")
+    max_files = Integer(20000, config=True,
+                        help="most files and folders the kernel's working folder may hold")
     launch_timeout_s = Float(60.0, config=True,
                              help="wall-clock limit of one isolated kernel launch, seconds")
     launch_memory_mb = Integer(4096, config=True,
@@ -106,6 +113,11 @@ class SandboxedKernelManager(AsyncKernelManager):
     def workdir(self) -> Path | None:
         """A spare kernel's working folder (``None`` for a kernel started in its notebook's)."""
         return self._private_dir / "work" if (self.spare and self._private_dir) else None
+
+    @property
+    def stop_note(self) -> Path | None:
+        """Where the kernel says why it stopped itself (its memory, its disk quota)."""
+        return self._private_dir / "kernel-stopped.txt" if self._private_dir else None
 
     @property
     def launch_log(self) -> Path | None:
@@ -131,6 +143,8 @@ class SandboxedKernelManager(AsyncKernelManager):
         env = dict(kw.get("env") or os.environ)
         boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
         limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
+                  "disk_mb": self.disk_quota_mb, "max_files": self.max_files,
+                  "stop_note": str(self.stop_note),
                   "memory_mode": self._memory_mode(),
                   # the sandbox's /tmp is a tmpfs: what is written there is memory too
                   "watch_tmp": self.sandbox_mode == "bwrap"}
@@ -151,6 +165,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             TIMEOUT_ENV: f"{launch_timeout:g}",
             MEMORY_ENV: str(self.launch_memory_mb),
             LAUNCH_LOG_ENV: str(self.launch_log),
+            # This kernel's launches get an executor of their own in the launch service.
+            SESSION_ENV: self._private_dir.name,
             GRADED_BY_GRADER_ENV: "1" if self.graded_outside else "0",
         })
         if self.launch_gpu_memory_mb > 0:

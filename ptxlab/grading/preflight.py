@@ -15,9 +15,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..run.isolation import LAUNCH_LOG_ENV, where_text
+from ..run.in_process import where_text
+from ..run.includes import preprocessor
+from ..run.launch_log import LAUNCH_LOG_ENV
 from . import sandbox
-from .launch_services import shutdown_launch_services, wants_service
+from .launch_service_pool import shutdown_launch_services, wants_service
 
 __all__ = ["PreflightResult", "sandbox_problem", "run_preflight", "PROBE_SOURCE"]
 
@@ -145,5 +147,9 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
         warnings.append(f"the warm launch service is not in use ({route or 'no launch record'}): "
                         "every launch starts a process of its own; verdicts are the same, "
                         "grading is slower")
+    if preprocessor() is None:
+        warnings.append("no C preprocessor (cpp) here: a kernel's includes are not checked on "
+                        "its preprocessed source, only kept out by the launch service's "
+                        "sandbox, which holds no reference kernel (apt-get install cpp)")
     result.warning = "; ".join(warnings)
     return result

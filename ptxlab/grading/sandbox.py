@@ -8,7 +8,7 @@ the gradebook. The sandbox is a bubblewrap (``bwrap``) container started for eac
   installation and the ``ptxlab`` package with its ``kernels/`` -- nothing of the course;
 * one **writable** folder, the submission's working copy (``autograded/<student>/<assignment>``),
   plus a private folder holding only this kernel's connection file and sockets;
-* the socket of the grading worker's warm launch service (:mod:`ptxlab.run.launch_service`),
+* the socket of the grading worker's warm launch service (:mod:`ptxlab.run.launch_server`),
   read-only, when one runs;
 * fresh ``/tmp``, ``/proc``, ``/dev`` (with the NVIDIA device nodes, and the CUDA MPS daemon's
   pipe folder when one runs, when ``gpu`` is on), no
@@ -59,6 +59,9 @@ class SandboxPolicy:
     network: bool = False
     sockets: list[Path] = field(default_factory=list)  # Unix sockets it may connect to
     tmp_size_mb: int = 0        # size of its /tmp (a tmpfs); 0: the kernel's default (half of RAM)
+    #: Show only the course's public headers of ``kernels/`` (a sandbox that compiles learner
+    #: code: its include path, and its whole file system, hold no reference kernel).
+    kernel_headers_only: bool = False
 
 
 def bwrap_binary() -> str:
@@ -83,11 +86,13 @@ def bwrap_supports_size(bwrap: str) -> bool:
     return "--size" in (out.stdout + out.stderr)
 
 
-def _package_dirs() -> list[Path]:
-    """The ``ptxlab`` package and the ``kernels/`` folder it compiles from."""
+def _package_dirs(kernels: bool = True) -> list[Path]:
+    """The ``ptxlab`` package and (``kernels``) the ``kernels/`` folder it compiles from."""
     from ..run import sources
 
     dirs = [sources.PACKAGE_DIR]
+    if not kernels:
+        return dirs
     try:
         dirs.append(Path(sources.kernels_dir()).resolve())
     except Exception:  # no kernels folder: nothing more to mount
@@ -104,7 +109,8 @@ def _is_within(path: Path, other: Path) -> bool:
         return False
 
 
-def python_readonly_paths(workdir: Path, hidden: list[Path]) -> list[Path]:
+def python_readonly_paths(workdir: Path, hidden: list[Path], *,
+                          kernels: bool = True) -> list[Path]:
     """Folders the kernel's Python needs, never one that holds the workdir or a hidden path.
 
     The interpreter's prefixes and site-packages are mounted whole. Any other ``sys.path`` entry
@@ -116,7 +122,8 @@ def python_readonly_paths(workdir: Path, hidden: list[Path]) -> list[Path]:
         if p and os.path.isdir(p):
             prefixes.append(Path(p).resolve())
     exe = Path(sys.executable)
-    candidates: list[Path] = [*prefixes, exe.parent, exe.resolve().parent, *_package_dirs()]
+    candidates: list[Path] = [*prefixes, exe.parent, exe.resolve().parent,
+                              *_package_dirs(kernels)]
     children_of: list[Path] = []
     for entry in sys.path:
         if not entry or not os.path.isdir(entry):
@@ -274,7 +281,11 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
             argv += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             readonly.append(Path(d))
-    readonly += python_readonly_paths(workdir, hidden)
+    readonly += python_readonly_paths(workdir, hidden, kernels=not policy.kernel_headers_only)
+    if policy.kernel_headers_only:
+        from ..run import sources
+
+        readonly += [h.resolve() for h in sources.public_headers()]
     readonly += [p.resolve() for p in policy.extra_readonly]
     for p in _dedupe_nested(readonly):
         argv += ["--ro-bind", str(p), str(p)]

@@ -8,13 +8,20 @@ cost that student a readable reason, not the class its batch.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["links_in", "read_timestamp", "submission_problems", "TIMESTAMP_FILE"]
+from ..run.errors import UntrustedFile
+from ..run.untrusted_files import read_regular
+
+__all__ = ["links_in", "special_files_in", "read_timestamp", "submission_problems",
+           "TIMESTAMP_FILE", "MAX_FILE_MB"]
 
 TIMESTAMP_FILE = "timestamp.txt"
 #: A timestamp is one short line; more is not read.
 _TIMESTAMP_MAX_BYTES = 256
+#: Largest file a submission may hold (a notebook with its outputs is well below).
+MAX_FILE_MB = 100
 
 
 def links_in(folder: Path) -> list[str]:
@@ -25,6 +32,30 @@ def links_in(folder: Path) -> list[str]:
             path = Path(dirpath) / name
             if path.is_symlink():
                 found.append(str(path.relative_to(folder)))
+    return sorted(found)
+
+
+def special_files_in(folder: Path) -> list[str]:
+    """``"path (what it is)"`` for every entry of ``folder`` that is neither a folder, a link nor
+    a regular file within :data:`MAX_FILE_MB` (a FIFO would stall whoever opens it; a huge file
+    fills the grading disk with every copy)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in filenames:
+            path = Path(dirpath) / name
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            rel = str(path.relative_to(folder))
+            if stat.S_ISLNK(st.st_mode):
+                continue                      # said by links_in
+            if not stat.S_ISREG(st.st_mode):
+                kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket"
+                        if stat.S_ISSOCK(st.st_mode) else "a device")
+                found.append(f"{rel} ({kind})")
+            elif st.st_size > MAX_FILE_MB * 2**20:
+                found.append(f"{rel} ({st.st_size / 2**20:.0f} MiB, more than {MAX_FILE_MB} MiB)")
     return sorted(found)
 
 
@@ -57,10 +88,11 @@ def read_timestamp(folder: Path) -> tuple[str, str | None]:
     if path.is_symlink():
         return "", f"{TIMESTAMP_FILE} is a symbolic link"
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(_TIMESTAMP_MAX_BYTES + 1)
+        raw = read_regular(path, max_bytes=4096, root=folder)[:_TIMESTAMP_MAX_BYTES + 1]
     except FileNotFoundError:
         return "", None
+    except UntrustedFile as exc:
+        return "", f"{TIMESTAMP_FILE} {exc.reason}"
     except OSError as exc:
         return "", f"{TIMESTAMP_FILE} cannot be read ({exc.strerror or exc})"
     try:
@@ -87,6 +119,11 @@ def submission_problems(folder: Path) -> list[str]:
         shown = ", ".join(links[:5]) + (f" and {len(links) - 5} more" if len(links) > 5 else "")
         problems.append(f"the submission holds symbolic links ({shown}); a submission must hold "
                         "plain files only, so nothing of it was graded: submit again without them")
+    special = special_files_in(folder)
+    if special:
+        shown = ", ".join(special[:5]) + (f" and {len(special) - 5} more" if len(special) > 5 else "")
+        problems.append(f"the submission holds files the grader does not read ({shown}); a "
+                        "submission must hold plain files only: submit again without them")
     _, problem = read_timestamp(folder)
     if problem:
         problems.append(f"{problem}; the exchange writes it at submission: collect the "

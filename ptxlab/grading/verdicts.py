@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from nbformat.notebooknode import NotebookNode
 
+from ..run.errors import ServiceUnavailable
 from ..teach.answers import MIME_TYPE, AnswerSlot, judge
 from ..teach.checks import CheckResult
 from .reference_use import (Finding, flagged_answers, import_statements, include_findings,
@@ -214,6 +215,8 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
             continue
         try:
             result = judge(slot, record, seed, *([lost] if lost else []))
+        except ServiceUnavailable:
+            raise               # the machine failed: this notebook gets no verdict, no 0
         except Exception as exc:  # an exercise the installed package does not have
             result = CheckResult(slot.attr, False, 0.0, f"the grader could not judge this "
                                  f"exercise ({type(exc).__name__}: {exc})", status="error")

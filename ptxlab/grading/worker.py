@@ -180,6 +180,8 @@ _INFRASTRUCTURE_SIGNS = (
     (re.compile(r"Resource temporarily unavailable|BlockingIOError"),
      "the machine could not start a process"),
     (re.compile(r"SandboxUnavailable"), "the grading sandbox could not start"),
+    (re.compile(r"ServiceUnavailable"), "the sandboxed launch service did not run the grader's "
+                                        "launches"),
 )
 
 

@@ -16,11 +16,11 @@ import numpy as np
 
 from ..model import layouts
 from . import sources
-from .backends import BackendUnavailable, CompileError, KernelFault, LaunchError
+from .errors import BackendUnavailable, CompileError, KernelFault, LaunchError
 
 __all__ = [
     "GpuStatus", "status", "run_kernel", "compile_module", "compile_count", "clear_cache",
-    "required_compute_capability", "INSTRUCTION_MIN_SM", "COMPILE_OPTIONS",
+    "required_compute_capability", "INSTRUCTION_MIN_SM", "COMPILE_OPTIONS", "warm_up",
 ]
 
 #: Set to 1 to ignore any GPU (e.g. to exercise the CPU path on a GPU machine).
@@ -264,6 +264,15 @@ def clear_cache() -> None:
     """Forget compiled modules (the next launch of each source compiles again)."""
     with _modules_lock:
         _modules.clear()
+
+
+def warm_up() -> str:
+    """Create this process's CUDA context now, not in the middle of a launch; the device's
+    label. Raises :class:`BackendUnavailable` without a usable GPU."""
+    st = _require_gpu()
+    cupy = _import_cupy()
+    cupy.zeros(1, dtype=cupy.uint32).get()
+    return st.device_label
 
 
 def _require_gpu() -> GpuStatus:

@@ -17,7 +17,6 @@ files there, so a flood of output cannot block it.
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import os
 import pickle
@@ -33,20 +32,20 @@ from pathlib import Path
 from typing import Any
 
 from . import sources
+from .errors import (IsolatedCrash, IsolatedError, IsolatedMemoryExceeded, IsolatedTimeout,
+                     IsolationError)
+from .untrusted_files import read_regular, read_tail
 
 __all__ = [
     "IsolationError", "IsolatedTimeout", "IsolatedMemoryExceeded", "IsolatedCrash",
-    "IsolatedError", "run_isolated", "run_launch_isolated", "default_timeout_s",
-    "default_memory_mb", "TIMEOUT_ENV", "MEMORY_ENV", "LAUNCH_LOG_ENV", "read_launch_log",
-    "stopped_error", "reply_value", "Reply", "where_text", "SERVICE_ENV",
+    "IsolatedError", "run_isolated", "default_timeout_s", "default_memory_mb", "TIMEOUT_ENV",
+    "MEMORY_ENV", "stopped_error", "reply_value", "Reply", "write_note", "fork_is_safe",
+    "ForkedChild", "over_memory", "describe_exit", "pickled_exception", "TAIL_CHARS", "POLL_S",
 ]
 
 #: Environment variables that set the defaults (the grading kernel's environment sets them).
 TIMEOUT_ENV = "PTXLAB_ISOLATE_TIMEOUT_S"
 MEMORY_ENV = "PTXLAB_ISOLATE_MEMORY_MB"
-#: A file that every isolated kernel launch appends one JSON line to (kernel, backend, device,
-#: outcome, seconds); the grader reads it to tell the learner where each check's kernels ran.
-LAUNCH_LOG_ENV = "PTXLAB_LAUNCH_LOG"
 #: Set in the child: its private folder, where it leaves ``note.json`` (where the work runs)
 #: before starting the work, so the parent can say so even if the child never replies.
 _WORK_ENV = "PTXLAB_ISOLATED_WORK"
@@ -58,36 +57,9 @@ _DEFAULT_MEMORY_MB = 4096
 POLL_S = 0.02
 #: Characters of the child's output quoted in an error message.
 TAIL_CHARS = 1500
-
-
-class IsolationError(RuntimeError):
-    """The isolated child did not return a result; the message says why in plain words."""
-
-    def __init__(self, message: str, *, output_tail: str = ""):
-        super().__init__(message)
-        self.output_tail = output_tail
-
-
-class IsolatedTimeout(IsolationError):
-    """The child ran past its wall-clock limit (a kernel that never finishes, an endless loop)."""
-
-
-class IsolatedMemoryExceeded(IsolationError):
-    """The child's resident memory went over its limit."""
-
-
-class IsolatedCrash(IsolationError):
-    """The child died without a reply (a signal, ``os._exit``, an abort in a driver)."""
-
-
-class IsolatedError(IsolationError):
-    """The work raised an exception that could not be carried back as itself."""
-
-    def __init__(self, message: str, *, type_name: str, remote_traceback: str,
-                 output_tail: str = ""):
-        super().__init__(message, output_tail=output_tail)
-        self.type_name = type_name
-        self.remote_traceback = remote_traceback
+#: Largest note and reply read back from a child's folder (the work may have written there).
+_NOTE_MAX_BYTES = 64 * 1024
+_REPLY_MAX_BYTES = 4 * 2**30
 
 
 def default_timeout_s() -> float:
@@ -154,13 +126,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _tail(path: Path) -> str:
+    """The end of a child's output file, read as a file the work could have replaced."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - TAIL_CHARS))
-            return fh.read().decode("utf-8", "replace").strip()
-    except FileNotFoundError:
+        return read_tail(path, TAIL_CHARS, root=path.parent).decode("utf-8", "replace").strip()
+    except OSError:
         return ""
 
 
@@ -217,8 +186,8 @@ def run_isolated(target: str, args: tuple = (), kwargs: dict | None = None, *, t
                                 timeout_s=timeout_s, memory_mb=memory_mb,
                                 where=note.get("where", ""), output=output,
                                 exit_description=describe_exit(proc.returncode or 0))
-        with open(work / "reply.pkl", "rb") as fh:
-            reply: Reply = pickle.load(fh)
+        reply: Reply = pickle.loads(read_regular(work / "reply.pkl", max_bytes=_REPLY_MAX_BYTES,
+                                                 root=work))
     return reply_value(reply, what=what, output=output)
 
 
@@ -469,163 +438,25 @@ def _private_mb(pid: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernel launches
+# Notes: what the child says about the work before starting it
 # ---------------------------------------------------------------------------------------------
 
 def _read_note(work: Path) -> dict:
     try:
-        return json.loads((work / "note.json").read_text())
+        return json.loads(read_regular(work / "note.json", max_bytes=_NOTE_MAX_BYTES, root=work))
     except (OSError, ValueError):
         return {}
 
 
-def _write_note(note: dict) -> None:
-    """Child side: tell the parent about the work before starting it."""
+def write_note(note: dict) -> None:
+    """Child side: tell the parent about the work before starting it (for a launch: where it
+    runs), so the parent can say so even if the child never replies."""
     work = os.environ.get(_WORK_ENV)
     if not work:
         return
     tmp = Path(work) / "note.json.part"
     tmp.write_text(json.dumps(note))
     tmp.rename(Path(work) / "note.json")
-
-
-def where_text(backend: str, device: str) -> str:
-    """``"the GPU (NVIDIA H100 ...)"`` or ``"the CPU model (PTX interpreter)"``."""
-    if backend == "gpu":
-        return f"the GPU ({device})" if device else "the GPU"
-    if backend == "cpu":
-        return f"the {device}" if device.startswith("CPU model") else f"the CPU model ({device})"
-    return device
-
-
-def _launch_in_child(**launch_kwargs):
-    """Runs inside the child: the backends' own launch, never isolated again."""
-    from . import backends
-
-    try:
-        chosen, reason = backends.choose_backend(launch_kwargs.get("source", ""),
-                                                 launch_kwargs.get("backend", "auto"))
-    except Exception:  # the launch below raises the same error with its own message
-        pass
-    else:
-        if chosen == "gpu":
-            from . import gpu
-            device = gpu.status().device_label
-        else:
-            device = getattr(backends, "CPU_DEVICE", "CPU model")
-        _write_note({"backend": chosen, "device": device, "reason": reason,
-                     "where": where_text(chosen, device)})
-    params = inspect.signature(backends.launch).parameters
-    if "isolate" in params:
-        launch_kwargs["isolate"] = False
-    return backends.launch(**launch_kwargs)
-
-
-def run_launch_isolated(source: str, kernel: str, grid=(1,), block=(32,), args=(),
-                        shared_mem: int = 0, backend: str = "auto", *,
-                        timeout_s: float | None = None, memory_mb: int | None = None,
-                        **launch_kwargs):
-    """``ptxlab.run.backends.launch(...)`` in an isolated child; returns the same ``LaunchResult``.
-
-    Takes ``launch``'s own arguments. ``CompileError`` and ``KernelFault`` come back as
-    themselves; a launch that hangs, runs out of memory or kills its process raises an
-    :class:`IsolationError` whose message names the kernel, where it ran and the limit it
-    broke. Every launch, whatever its outcome, is recorded in ``$PTXLAB_LAUNCH_LOG`` when set.
-    """
-    kwargs = dict(source=source, kernel=kernel, grid=grid, block=block, args=list(args),
-                  shared_mem=shared_mem, backend=backend, **launch_kwargs)
-    notes: dict = {}
-    t0 = time.monotonic()
-    outcome = "ok"
-    route = "child"
-    try:
-        service = os.environ.get(SERVICE_ENV)
-        result = None
-        if service:
-            result, route = _launch_by_service(service, kwargs, timeout_s, memory_mb, notes)
-        if result is None:
-            if fork_is_safe():
-                _preload_launch_modules()
-            result = run_isolated("ptxlab.run.isolation:_launch_in_child", kwargs=kwargs,
-                                  timeout_s=timeout_s, memory_mb=memory_mb,
-                                  what=f"kernel '{kernel}'", notes=notes)
-        notes["backend"] = getattr(result, "backend", notes.get("backend", ""))
-        notes["device"] = getattr(result, "device", notes.get("device", ""))
-        return result
-    except BaseException as exc:
-        outcome = type(exc).__name__
-        raise
-    finally:
-        _log_launch({"kernel": kernel, "backend": notes.get("backend", ""),
-                     "device": notes.get("device", ""), "reason": notes.get("reason", ""),
-                     "outcome": outcome, "seconds": round(time.monotonic() - t0, 3),
-                     "route": route})
-
-
-#: Set (by the grader) to the socket of a warm launch service (:mod:`ptxlab.run.launch_service`).
-SERVICE_ENV = "PTXLAB_LAUNCH_SERVICE"
-
-
-def _launch_by_service(socket_path: str, kwargs: dict, timeout_s: float | None,
-                       memory_mb: int | None, notes: dict):
-    """The launch run by the warm service: ``(result, "service")``; ``(None, "child: why")``
-    when the service failed (a fault of the machine), so the caller isolates it the old way."""
-    from . import launch_service
-
-    try:
-        result = launch_service.launch(
-            socket_path, timeout_s=default_timeout_s() if timeout_s is None else float(timeout_s),
-            memory_mb=default_memory_mb() if memory_mb is None else int(memory_mb),
-            notes=notes, **kwargs)
-    except launch_service.ServiceUnavailable as exc:
-        notes.clear()
-        return None, f"child (launch service unavailable: {exc})"
-    return result, "service"
-
-
-#: Imported once in the parent before forking launch children, so no child imports them again.
-#: Neither touches CUDA at import time (CuPy is imported by ``ptxlab.run.gpu`` only when used).
-_LAUNCH_MODULES = ("ptxlab.run.backends", "ptxlab.run.cpu")
-
-
-def _preload_launch_modules() -> None:
-    for name in _LAUNCH_MODULES:
-        if name not in sys.modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # the child reports the same failure in its own words
-                pass
-
-
-def _log_launch(record: dict) -> None:
-    path = os.environ.get(LAUNCH_LOG_ENV)
-    if not path:
-        return
-    try:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
-    except OSError:  # the record is a courtesy; the launch's own result stands
-        pass
-
-
-def read_launch_log(path: Path, offset: int = 0) -> tuple[list[dict], int]:
-    """The launch records appended to ``path`` since byte ``offset``, and the new offset."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except OSError:
-        return [], offset
-    records = []
-    complete = data[: data.rfind(b"\n") + 1]
-    for line in complete.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            records.append(rec)
-    return records, offset + len(complete)
 
 
 # ---------------------------------------------------------------------------------------------

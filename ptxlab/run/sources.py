@@ -34,6 +34,35 @@ def read_kernel(relative: str) -> str:
     return path.read_text()
 
 
+#: The course's public headers: what a learner's kernel may include from ``kernels/``. The rest
+#: of the folder (the reference kernels, the capstone's sources) is the course's own.
+PUBLIC_HEADERS = ("ldmatrix.cuh", "stmatrix.cuh", "movmatrix.cuh", "mma.cuh",
+                  "capstone/capstone_ptx.cuh")
+
+
+def public_headers() -> list[Path]:
+    """The public headers that exist under ``kernels/``."""
+    base = kernels_dir()
+    return [base / name for name in PUBLIC_HEADERS if (base / name).is_file()]
+
+
+def private_kernel_paths() -> list[Path]:
+    """Everything under ``kernels/`` that is not a public header nor a folder holding one: what
+    a sandbox that compiles learner code must not show."""
+    base = kernels_dir()
+    keep = {base / name for name in PUBLIC_HEADERS}
+    keep_dirs = {p for k in keep for p in k.parents}
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        here = Path(dirpath)
+        for name in list(dirnames):
+            if here / name not in keep_dirs:
+                found.append(here / name)
+                dirnames.remove(name)
+        found += [here / f for f in filenames if here / f not in keep]
+    return sorted(found)
+
+
 def include_options() -> tuple[str, ...]:
     """Compiler options that make ``#include "ldmatrix.cuh"`` resolve to ``kernels/``."""
     return (f"-I{kernels_dir()}",)

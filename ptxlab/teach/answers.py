@@ -31,7 +31,9 @@ __all__ = ["AnswerSlot", "Recorder", "Replay", "record_answers", "judge", "to_pl
 MIME_TYPE = "application/x-ptxlab-answers+json"
 #: A record longer than this is cut: no exercise asks that many questions.
 MAX_RECORDED_CALLS = 50_000
-_MAX_TEXT = 200_000
+#: Longest text that leaves the sandbox as itself (a kernel source is compiled up to 1 MiB);
+#: a longer one arrives as a description of its length, never cut into another answer.
+_MAX_TEXT = 1 << 20
 _OPAQUE = "__ptxlab_opaque__"
 
 
@@ -80,7 +82,11 @@ def to_plain(value: Any, depth: int = 0) -> Any:
         f = float(value)
         return f if math.isfinite(f) else {_OPAQUE: "float", "text": repr(f)}
     if isinstance(value, str):
-        return value[:_MAX_TEXT]
+        if len(value) > _MAX_TEXT:
+            return {_OPAQUE: "str", "text": f"a text of {len(value)} characters, more than the "
+                                            f"{_MAX_TEXT} the grader reads (is a table or a file "
+                                            "pasted into it?)"}
+        return value
     if depth < 4 and isinstance(value, (tuple, list)):
         return [to_plain(v, depth + 1) for v in value[:4096]]
     if depth < 4 and isinstance(value, np.ndarray) and value.size <= 4096:

@@ -10,7 +10,11 @@ so the compiler is looked for in this order, and the first that works is used:
 5. ``nvcc -ptx`` as a last resort.
 
 PTX is cached on disk (keyed by compiler, source, options and the headers under every ``-I``
-folder), so a second run of the same cell does not compile again.
+folder), so a second run of the same cell does not compile again. The cache is
+content-addressed and verified on every read: an entry holds its own key and the SHA-256 of its
+PTX, and one that does not match (written by something else, cut short, swapped for another
+entry) is removed and compiled again. PTX larger than :data:`MAX_CACHED_PTX_BYTES` is not
+written to disk at all.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import glob
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -286,6 +291,53 @@ def cache_key(source: str, options: tuple[str, ...], name: str, compiler: Compil
 
 
 _MEMORY_CACHE: dict[str, str] = {}
+#: Largest PTX written to the disk cache (a source that unrolls into gigabytes of PTX must not
+#: fill the disk of the machine that compiles it).
+MAX_CACHED_PTX_BYTES = 16 * 2**20
+_CACHE_MAGIC = "// ptxlab-ptx-cache v1"
+
+
+def _cache_entry(key: str, ptx: str) -> str:
+    digest = hashlib.sha256(ptx.encode()).hexdigest()
+    return f"{_CACHE_MAGIC} {key} {digest}\n{ptx}"
+
+
+def _read_cache(path: Path, key: str) -> str | None:
+    """The PTX of a verified cache entry; ``None`` (and the entry removed) when it is missing,
+    not a regular file, too large, or does not hold exactly what its key names."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        if os.path.islink(path):
+            _remove(path)
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHED_PTX_BYTES + 256:
+            _remove(path)
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read()
+    finally:
+        os.close(fd)
+    head, _, body = raw.partition(b"\n")
+    try:
+        magic_key, digest = head.decode().rsplit(" ", 1)
+        text = body.decode()
+    except (UnicodeDecodeError, ValueError):
+        _remove(path)
+        return None
+    if magic_key != f"{_CACHE_MAGIC} {key}" or hashlib.sha256(body).hexdigest() != digest:
+        _remove(path)
+        return None
+    return text
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def compile_to_ptx(source: str, options: tuple[str, ...] = (), *, name: str = "kernel.cu",
@@ -298,25 +350,44 @@ def compile_to_ptx(source: str, options: tuple[str, ...] = (), *, name: str = "k
     if use_cache:
         if key in _MEMORY_CACHE:
             return _MEMORY_CACHE[key]
-        path = cache_dir() / "ptx" / f"{key}.ptx"
-        try:
-            text = path.read_text()
+        text = _read_cache(cache_dir() / "ptx" / f"{key}.ptx", key)
+        if text is not None:
             _MEMORY_CACHE[key] = text
             return text
-        except OSError:
-            pass
     if compiler.kind == "nvrtc":
         ptx = _compile_nvrtc(compiler, source, opts, name)
     else:
         ptx = _compile_nvcc(compiler, source, opts, name)
     if use_cache:
         _MEMORY_CACHE[key] = ptx
-        _write_cache(cache_dir() / "ptx" / f"{key}.ptx", ptx)
+        if len(ptx) <= MAX_CACHED_PTX_BYTES:
+            _write_cache(cache_dir() / "ptx" / f"{key}.ptx", _cache_entry(key, ptx))
     return ptx
 
 
+#: ``$PTXLAB_CACHE_MAX_MB``: the most the PTX cache folder may hold; past it nothing more is
+#: written (the grading launch service sets it: its cache lives in memory, on a tmpfs).
+_CACHE_MAX_ENV = "PTXLAB_CACHE_MAX_MB"
+
+
+def _cache_full(folder: Path) -> bool:
+    limit = os.environ.get(_CACHE_MAX_ENV)
+    if not limit:
+        return False
+    total = 0
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                total += entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        return False
+    return total > float(limit) * 2**20
+
+
 def _write_cache(path: Path, text: str) -> None:
-    """Write atomically; a read-only or full disk only costs a recompile later."""
+    """Write atomically; a read-only or full disk (or cache budget) only costs a recompile."""
+    if _cache_full(path.parent):
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

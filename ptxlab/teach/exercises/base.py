@@ -22,6 +22,7 @@ from .. import checks, progress_store
 from .. import reveal as _reveal
 from ..checks import AddressTask, CheckResult
 from ..graded import GRADED_BY_GRADER_ENV, graded_outside  # noqa: F401 - the exercises' names
+from ...run.errors import ServiceUnavailable
 
 #: Seed of the hidden cases in self-study: fixed, so a learner's result can be reproduced. The
 #: grader draws a fresh seed for every notebook it grades (:func:`grading_seed`).
@@ -71,6 +72,8 @@ class Exercise:
             return self.evaluate(answer, hidden)
         except NotImplementedError:
             return checks.not_implemented(self.title)
+        except ServiceUnavailable:
+            raise                 # the machine failed, not the answer: no verdict at all
         except Exception as exc:  # a bug in the answer that escaped the per-lane guards
             return CheckResult(self.title, False, 0.0,
                                f"checking your answer raised {type(exc).__name__}: {exc}",

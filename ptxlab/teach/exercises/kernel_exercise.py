@@ -106,6 +106,8 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
             return backends.launch(source, kernel_name, grid=run.grid, block=run.block,
                                    args=args, shared_mem=run.shared_mem, backend=backend,
                                    options=tuple(getattr(run, "options", ())))
+    except backends.ServiceUnavailable:
+        raise                       # a fault of the machine, never a failed check
     except backends.CompileError as exc:
         log = getattr(exc, "log", "") or str(exc)
         return CheckResult(name, False, 0.0, "your kernel does not compile", status="error",
@@ -310,8 +312,11 @@ class KernelExercise(Exercise):
         if checks.is_unfinished_source(answer):
             return checks.not_implemented(self.title)
         if not isinstance(answer, str):
+            # a recorded answer that was not data (or a text over the size the grader reads)
+            # carries its own description
+            got = str(getattr(answer, "text", "") or type(answer).__name__)[:300]
             return CheckResult(self.title, False, 0.0, f"expected CUDA source as a string, got "
-                               f"{type(answer).__name__}", status="invalid")
+                               f"{got}", status="invalid")
         if f"{self.kernel_name}(" not in answer.replace(" (", "("):
             return CheckResult(self.title, False, 0.0, f"the source has no kernel named "
                                f"{self.kernel_name}; keep the given signature", status="invalid")

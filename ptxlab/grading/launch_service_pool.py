@@ -14,7 +14,10 @@ import logging
 import os
 from pathlib import Path
 
-from ..run.launch_service import ServiceProcess, ServiceUnavailable
+from ..run.errors import ServiceUnavailable
+from ..run.launch_client import ServiceProcess
+from ..run.includes import CHECK_ENV
+from ..run.sources import private_kernel_paths
 from . import sandbox
 
 __all__ = ["service_socket", "shutdown_launch_services", "wants_service"]
@@ -57,12 +60,16 @@ def service_socket(*, sandbox_mode: str, gpu: bool, hidden: list[Path], env: dic
     def wrap(command: list[str], folder: Path, run_env: dict[str, str]) -> list[str]:
         if sandbox_mode != "bwrap":
             return command
-        policy = sandbox.SandboxPolicy(workdir=folder, hidden=hidden, gpu=gpu)
+        # Every learner compile of a grading run happens here: the include path and the whole
+        # file system hold the toolkit's and the course's public headers, no reference kernel.
+        policy = sandbox.SandboxPolicy(workdir=folder, hidden=hidden + private_kernel_paths(),
+                                       gpu=gpu, kernel_headers_only=True,
+                                       tmp_size_mb=max_memory_mb)
         return sandbox.sandbox_argv(policy, command, env=run_env)
 
-    run_env = dict(env)
+    run_env = {**env, CHECK_ENV: "1"}
     if sandbox_mode != "bwrap":
-        run_env = {**os.environ, **env}
+        run_env = {**os.environ, **run_env}
     try:
         svc = ServiceProcess(max_timeout_s=max_timeout_s, max_memory_mb=max_memory_mb,
                              wrap=wrap, env=run_env)

@@ -1,0 +1,237 @@
+"""A kernel launch run in this very process, on the GPU (CuPy) or on the CPU model.
+
+The bottom of the launch stack: it knows nothing of children, sandboxes or services. The public
+:func:`ptxlab.run.backends.launch` calls :func:`run_here` itself, or has a child process or the
+warm launch service call it. Every request is checked first (:mod:`ptxlab.run.launch_request`):
+a source over the size limit or a compiler option that names a file never reaches a compiler,
+and where ``$PTXLAB_CHECK_INCLUDES=1`` (the grading launch service) a source whose preprocessed
+text includes anything but the public headers is refused (:mod:`ptxlab.run.includes`).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .errors import (BackendError, BackendUnavailable, CompileError, KernelDiagnostic,
+                     KernelFault, LaunchError)
+from .includes import CHECK_ENV, check_includes
+from .launch_request import check_options, check_source
+
+__all__ = ["BACKENDS", "CPU_DEVICE", "LaunchResult", "cpu_module", "cpu_available",
+           "choose_backend", "run_here", "where_text", "where_it_runs", "describe",
+           "normalise_dims"]
+
+BACKENDS = ("auto", "gpu", "cpu")
+#: How the CPU backend names itself in results and reports.
+CPU_DEVICE = "CPU model (PTX interpreter)"
+
+
+@dataclass
+class LaunchResult:
+    """What a launch returns: one output per argument, and who produced them."""
+
+    outputs: list
+    backend: str            # "gpu" or "cpu"
+    device: str             # e.g. "NVIDIA H100 80GB HBM3 (sm_90)" or CPU_DEVICE
+    reason: str = ""        # why this backend ran (for "auto")
+    #: What the CPU model noticed that the hardware hides (a read of shared memory nobody
+    #: wrote, a generic pointer used as a shared address, a race in 'warn' mode), in words.
+    diagnostics: list = field(default_factory=list)
+
+
+def cpu_module():
+    """``ptxlab.run.cpu`` if it is installed, else ``None`` (imported lazily: it is large)."""
+    try:
+        from . import cpu
+    except ImportError:
+        return None
+    return cpu
+
+
+def cpu_available() -> tuple[bool, str]:
+    """``(ok, why)``: whether the CPU model can run kernels here."""
+    cpu = cpu_module()
+    if cpu is None:
+        return False, "the CPU model (ptxlab.run.cpu) is not installed"
+    try:
+        ok, why = cpu.available()
+    except Exception as exc:  # a broken install must not take the GPU path down with it
+        return False, f"the CPU model failed its self-check: {exc}"
+    return bool(ok), str(why)
+
+
+def choose_backend(source: str, backend: str = "auto") -> tuple[str, str]:
+    """``(backend, reason)``: which backend runs ``source`` here, and why, in one sentence."""
+    from . import gpu
+
+    if backend not in BACKENDS:
+        raise LaunchError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "cpu":
+        ok, why = cpu_available()
+        if not ok:
+            raise BackendUnavailable(f"CPU backend unavailable: {why}")
+        return "cpu", "requested"
+    st = gpu.status()
+    need, uses = gpu.required_compute_capability(source)
+    gpu_ok = st.available and st.compute_capability is not None and st.cc_number >= need
+    if backend == "gpu":
+        if not st.available:
+            raise BackendUnavailable(f"GPU backend unavailable: {st.message}")
+        if not gpu_ok:
+            raise BackendUnavailable(
+                f"{st.device_label} cannot run this kernel: it uses {', '.join(uses)}, which "
+                f"needs sm_{need} or newer")
+        return "gpu", "requested"
+    if gpu_ok:
+        return "gpu", f"auto: {st.device_label}"
+    if st.available:
+        why_not = f"{st.device_label} lacks {', '.join(uses)} (needs sm_{need})"
+    else:
+        why_not = st.message
+    ok, cpu_why = cpu_available()
+    if not ok:
+        raise BackendUnavailable(f"no backend can run this kernel: GPU: {why_not}; CPU: {cpu_why}")
+    return "cpu", f"auto: {why_not}; using the CPU model"
+
+
+def where_text(backend: str, device: str) -> str:
+    """``"the GPU (NVIDIA H100 ...)"`` or ``"the CPU model (PTX interpreter)"``."""
+    if backend == "gpu":
+        return f"the GPU ({device})" if device else "the GPU"
+    if backend == "cpu":
+        return f"the {device}" if device.startswith("CPU model") else f"the CPU model ({device})"
+    return device
+
+
+def where_it_runs(source: str, backend: str) -> dict:
+    """``{backend, device, reason, where}`` of a launch about to run here (``{}`` when no
+    backend can run it: the launch raises that error in its own words)."""
+    try:
+        chosen, reason = choose_backend(source, backend)
+    except Exception:
+        return {}
+    if chosen == "gpu":
+        from . import gpu
+        device = gpu.status().device_label
+    else:
+        device = CPU_DEVICE
+    return {"backend": chosen, "device": device, "reason": reason,
+            "where": where_text(chosen, device)}
+
+
+def normalise_dims(value, what: str) -> tuple[int, ...]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise LaunchError(f"{what} must be 1 to 3 positive integers, got {value!r}")
+    return tuple(int(d) for d in dims)
+
+
+def check_args(args: Sequence) -> list:
+    checked = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            if a.dtype == object:
+                raise LaunchError(f"argument {i}: object arrays cannot be passed to a kernel")
+            checked.append(a)
+        elif isinstance(a, np.generic):
+            checked.append(a)
+        else:
+            raise LaunchError(
+                f"argument {i} is a Python {type(a).__name__}; pass arrays as numpy arrays and "
+                f"scalars as numpy scalars with the kernel's type, e.g. np.int32({a!r})")
+    return checked
+
+
+def run_here(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = (),
+             shared_mem: int = 0, backend: str = "auto",
+             options: Sequence[str] = ()) -> LaunchResult:
+    """Compile ``source`` (cached), run ``kernel`` in this process and return every argument
+    after the run (see :func:`ptxlab.run.backends.launch`)."""
+    check_source(source)
+    options = check_options(options)
+    if os.environ.get(CHECK_ENV) == "1":
+        check_includes(source, options)
+    grid_t = normalise_dims(grid, "grid")
+    block_t = normalise_dims(block, "block")
+    checked = check_args(args)
+    if int(shared_mem) < 0:
+        raise LaunchError(f"shared_mem must be >= 0 bytes, got {shared_mem}")
+    chosen, reason = choose_backend(source, backend)
+    if chosen == "gpu":
+        from . import gpu
+
+        outputs = gpu.run_kernel(source, kernel, grid_t, block_t, checked,
+                                 shared_mem=int(shared_mem), options=options)
+        return LaunchResult(outputs, "gpu", gpu.status().device_label, reason)
+    cpu = cpu_module()
+    try:
+        with warnings.catch_warnings(record=True) as noticed:
+            warnings.simplefilter("always")
+            outputs = cpu.run_kernel(source, kernel, grid_t, block_t, checked,
+                                     shared_mem=int(shared_mem), options=options)
+    except BackendError:
+        raise
+    except Exception as exc:
+        mapped = _as_backend_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+    diagnostics: dict[str, None] = {}          # the model's own, each once, in order
+    for w in noticed:
+        if w.category.__module__.startswith("ptxlab."):
+            diagnostics[str(w.message)] = None
+        else:   # not the model's own: passed on as it came
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for text in diagnostics:
+        warnings.warn(text, KernelDiagnostic, stacklevel=3)
+    return LaunchResult(list(outputs), "cpu", CPU_DEVICE, reason, diagnostics=list(diagnostics))
+
+
+#: Where-it-happened attributes carried over from the CPU model's own fault class.
+_FAULT_ATTRIBUTES = ("block", "warp", "lane", "lanes", "ptx_line", "source_line", "address",
+                     "sanitizer", "advice")
+
+
+def _as_backend_error(exc: Exception) -> BackendError | None:
+    """The CPU model's CompileError/KernelFault/LaunchError as this package's classes (so callers
+    catch one set of errors whichever backend ran), keeping its message and location."""
+    names = [cls.__name__ for cls in type(exc).__mro__]
+    if "CompileError" in names:
+        return CompileError(str(getattr(exc, "log", "") or exc), backend="CPU model")
+    if "KernelFault" in names:
+        fault = KernelFault(str(exc))
+        #: the model lacks an instruction the kernel uses: not the kernel's fault
+        fault.unsupported = "UnsupportedInstruction" in names
+        #: what went wrong, for a report: a hang (endless loop, a barrier never reached), a
+        #: race between warps, or a fault of one access (the default)
+        fault.kind = ("hang" if "Deadlock" in names else
+                      "race" if "SharedMemoryRace" in names else "fault")
+        for attr in _FAULT_ATTRIBUTES:
+            if hasattr(exc, attr):
+                setattr(fault, attr, getattr(exc, attr))
+        return fault
+    if "LaunchError" in names:
+        return LaunchError(str(exc))
+    return None
+
+
+def describe() -> str:
+    """One line: which backend runs kernels here, and why."""
+    from . import gpu
+
+    st = gpu.status()
+    ok, cpu_why = cpu_available()
+    if st.available:
+        line = f"kernels run on the GPU: {st.device_label}, CuPy {st.cupy_version}"
+        missing = [name for name, yes in st.supported.items() if not yes]
+        if missing:
+            fallback = "the CPU model" if ok else "nothing (CPU model not installed)"
+            line += f"; {', '.join(missing)} need a newer GPU and fall back to {fallback}"
+        return line
+    if ok:
+        return f"kernels run on the {CPU_DEVICE}: {st.message}"
+    return f"no backend can run kernels here: GPU: {st.message}; CPU: {cpu_why}"

@@ -1,0 +1,152 @@
+"""Which files a kernel source really includes, decided from its preprocessed text.
+
+A textual scan of ``#include`` lines misses the spellings the preprocessor accepts: the digraph
+``%:include``, a line splice (``#\\`` and a newline before ``include``), a macro that expands to
+the file's name, ``__has_include`` probes. The only reliable answer is the preprocessor's own:
+:func:`included_files` runs the C preprocessor over the source, with the include path and the
+predefined macros NVRTC compiles it with, and reads the files back from the line markers of its
+output. :func:`check_includes` refuses a source that includes anything but the course's public
+headers and the CUDA toolkit's (and NVRTC's built-in ones).
+
+It runs where the compile runs: in a grading run, inside the launch service's sandbox, whose
+file system holds no reference kernel -- so a probe (``__has_include``) learns nothing about
+files outside the include path, and an include of one fails in the preprocessor and in the
+compiler alike.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import sources
+from .errors import RequestRefused
+
+__all__ = ["CHECK_ENV", "included_files", "check_includes", "preprocessor", "NVRTC_BUILTIN_HEADERS"]
+
+#: ``1``: every launch of this process checks its source's includes first (the grading launch
+#: service sets it).
+CHECK_ENV = "PTXLAB_CHECK_INCLUDES"
+#: Headers NVRTC provides itself: stand-ins for the preprocessor (empty files of these names).
+NVRTC_BUILTIN_HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp",
+                         "cuda_fp8.h", "cuda_fp8.hpp", "cuda_runtime.h", "stdint.h", "cstdint")
+#: The macros NVRTC predefines that a source could test to include one file or another.
+_NVRTC_MACROS = ("__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__=900", "__CUDACC_VER_MAJOR__=12",
+                 "__CUDACC_VER_MINOR__=9", "__NVCC_DIAG_PRAGMA_SUPPORT__", "__EDG__",
+                 "__LP64__", "__x86_64__", "__linux__", "__CHAR_BIT__=8")
+_MARKER = re.compile(rb'^# \d+ "((?:[^"\\]|\\.)*)"', re.M)
+_TIMEOUT_S = 30.0
+_checked: dict[str, None] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def preprocessor() -> str | None:
+    """The C preprocessor used (``cpp``), or ``None`` where there is none."""
+    return shutil.which("cpp")
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_stub_dir() -> str:
+    folder = Path(tempfile.mkdtemp(prefix="ptxlab-nvrtc-builtins-"))
+    for name in NVRTC_BUILTIN_HEADERS:
+        (folder / name).write_text("")
+    return str(folder)
+
+
+def _toolkit_dirs() -> list[str]:
+    from .ptx import nvrtc
+
+    return nvrtc.cuda_include_dirs()
+
+
+def _option_macros(options: Sequence[str]) -> list[str]:
+    """The learner's ``-D``/``-U`` options, as the preprocessor takes them."""
+    out = []
+    for opt in options:
+        if opt.startswith(("-D", "-U")):
+            out.append(opt)
+        elif opt.startswith("--define-macro="):
+            out.append("-D" + opt.split("=", 1)[1])
+        elif opt.startswith("--undefine-macro="):
+            out.append("-U" + opt.split("=", 1)[1])
+    return out
+
+
+def included_files(source: str, options: Sequence[str] = ()) -> list[str]:
+    """Every file the preprocessed ``source`` names in its line markers, in order, the source
+    itself as ``kernel.cu``. Raises :class:`RequestRefused` when the preprocessor stops (a file
+    it cannot find) or is missing."""
+    cpp = preprocessor()
+    if cpp is None:
+        raise RequestRefused("the kernel's includes cannot be checked: no C preprocessor (cpp) "
+                             "here")
+    with tempfile.TemporaryDirectory(prefix="ptxlab-includes-") as tmp:
+        src = Path(tmp) / "kernel.cu"
+        src.write_text(source)
+        argv = [cpp, "-x", "c++", "-std=c++17", "-undef", "-nostdinc", "-w",
+                *(f"-D{m}" for m in _NVRTC_MACROS), *_option_macros(options),
+                f"-I{sources.kernels_dir()}", *(f"-I{d}" for d in _toolkit_dirs()),
+                f"-I{_builtin_stub_dir()}", "kernel.cu", "-o", "-"]
+        try:
+            proc = subprocess.run(argv, cwd=tmp, capture_output=True, timeout=_TIMEOUT_S,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise RequestRefused(f"preprocessing the kernel took more than {_TIMEOUT_S:g} s") from None
+    if proc.returncode != 0:
+        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = next((l for l in why if "error" in l), why[0] if why else "it failed")
+        raise RequestRefused(f"the kernel's includes could not be resolved: {first[:300]}")
+    names = []
+    for m in _MARKER.finditer(proc.stdout):
+        name = m.group(1).decode("utf-8", "replace")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _allowed(name: str) -> bool:
+    if name in ("kernel.cu", "<built-in>", "<command-line>", "<stdin>"):
+        return True
+    path = Path(os.path.normpath(name))
+    if not path.is_absolute():
+        path = Path(os.path.normpath(sources.kernels_dir() / path)) if not str(path).startswith(
+            "kernels") else Path(os.path.abspath(path))
+    public = {p.resolve() for p in sources.public_headers()}
+    try:
+        resolved = path.resolve()
+    except OSError:
+        return False
+    if resolved in public:
+        return True
+    for folder in [*_toolkit_dirs(), _builtin_stub_dir()]:
+        try:
+            resolved.relative_to(Path(folder).resolve())
+            return True
+        except ValueError:
+            continue
+    return False
+
+
+def check_includes(source: str, options: Sequence[str] = ()) -> None:
+    """Refuse (:class:`RequestRefused`) a source whose preprocessed text includes anything but
+    the course's public headers and the toolkit's; each source is checked once per process.
+
+    Where there is no preprocessor nothing is checked here: the sandbox's file system, which
+    holds no reference kernel, is then what keeps reference code out (the preflight says so).
+    """
+    key = hashlib.sha256("\0".join([source, *options]).encode()).hexdigest()
+    if key in _checked or preprocessor() is None:
+        return
+    outside = [n for n in included_files(source, options) if not _allowed(n)]
+    if outside:
+        names = ", ".join(outside[:3])
+        raise RequestRefused(
+            f"the kernel includes {names}: only the course's instruction headers "
+            f"({', '.join(sources.PUBLIC_HEADERS)}) and the CUDA toolkit's may be included")
+    _checked[key] = None
