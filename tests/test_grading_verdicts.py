@@ -1,4 +1,5 @@
-"""Verdicts from answers as data: record in the notebook, judge in the grader, flag reference use.
+"""Verdicts from answers as data: questions from the judge, replies from the notebook's client,
+verdicts in the grader, reference use flagged.
 
 The end-to-end class is ``tests/test_grading_attacks.py``; these are the parts, fast.
 """
@@ -9,8 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from ptxlab.grading import reference_use, verdicts
-from ptxlab.teach.answers import AnswerSlot, judge, record_answers
+from ptxlab.grading import judge as verdicts
+from ptxlab.grading import reference_use, sandbox_client
+from ptxlab.teach.answers import AnswerSlot, judge, questions
 from ptxlab.teach.exercises.base import grading_seed, hidden_rng
 
 LD = "ptxlab.teach.exercises.ldmatrix"
@@ -28,6 +30,14 @@ def a_operand_rows(lane, base, stride):
 
 def _through_json(record: dict) -> dict:
     return json.loads(json.dumps(record))
+
+
+def record_answers(namespace: dict, slots: list[AnswerSlot], seed: int) -> dict:
+    """What a grading run gets: the judge's questions for ``seed``, answered by the notebook's
+    client (the sandbox side), as the judge reads them back."""
+    requests = [{"key": s.key, "answer": s.answer, "questions": questions(s, seed)}
+                for s in slots]
+    return {"answers": sandbox_client.replies(namespace, requests)}
 
 
 def test_right_answers_pass_and_wrong_ones_fail_with_the_checks_words():
@@ -49,7 +59,6 @@ def test_right_answers_pass_and_wrong_ones_fail_with_the_checks_words():
 def test_a_record_for_another_seed_answers_nothing():
     """Hidden inputs are drawn per grading run: answers recorded for other inputs are wrong."""
     record = _through_json(record_answers({"a_operand_rows": a_operand_rows}, [ROWS], seed=1))
-    record["seed"] = 2
     assert not judge(ROWS, record, 2).passed
     with grading_seed(1):
         first = hidden_rng().integers(1 << 30)

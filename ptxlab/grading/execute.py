@@ -1,13 +1,16 @@
-"""nbgrader's Execute step, hardened for grading untrusted notebooks.
+"""Sandboxed execution: nbgrader's Execute step, hardened for grading untrusted notebooks.
 
-:class:`GradingExecute` replaces nbgrader's ``Execute`` preprocessor in ``autograde`` (see
-``autograder/nbgrader_config.py``). What it changes:
+:class:`SandboxedExecute` replaces nbgrader's ``Execute`` preprocessor in ``autograde`` (see
+``autograder/nbgrader_config.py``, which lists the grading steps around it). It is the only step
+that talks to learner code, and only through the notebook's kernel:
 
 * every notebook kernel is started by
   :class:`~ptxlab.grading.kernel_manager.SandboxedKernelManager`, inside the sandbox with its
-  limits;
-* the test cells decide nothing: the grader reads the notebook's answers as data after its last
-  cell and judges them itself (:mod:`ptxlab.grading.verdicts`);
+  limits, with the client-only ``ptxlab`` (:mod:`ptxlab.grading.client_package`);
+* right after each test cell has run, the judge's questions for it (planned by
+  :class:`~ptxlab.grading.judge_steps.DrawQuestions`) are put to the notebook and its replies,
+  plain data, are kept for :class:`~ptxlab.grading.judge_steps.JudgeAnswers` -- so the answers
+  judged are the ones the test cell saw, whatever a later cell rebinds;
 * a kernel that dies (a crash, the memory limit) or will not stop after a cell's timeout no
   longer throws the whole submission away, as stock nbgrader does: the cell gets an error
   output saying what happened, the cells after it are marked as not run, and nbgrader goes on to
@@ -17,25 +20,15 @@
   code never writes into ``autograded/``, where nbgrader then saves the graded notebook;
 * a kernel is stopped as soon as its notebook has run (no graceful-shutdown wait), and the
   kernel for the next notebook is already starting while this one runs (a *spare*, in a fresh
-  sandbox of its own), so no notebook waits for a kernel to boot;
-* every cell that launched learner kernels gets a line saying where they ran (the GPU, or the
-  CPU model on a machine without one), and the notebook a note at the top summing it up, so the
-  feedback says which backend graded the kernels.
-
-A learner kernel launch is limited to at most half the cell's time limit, so a kernel that
-never finishes is stopped -- and named -- by its own limit before the cell's limit fires.
+  sandbox of its own), so no notebook waits for a kernel to boot.
 """
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -43,20 +36,22 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
-from . import verdicts
+from . import judge
+from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
 from .launch_services import shutdown_launch_services
-from ..run.isolation import LAUNCH_LOG_ENV, MEMORY_ENV, SERVICE_ENV, TIMEOUT_ENV, read_launch_log
-from ..teach.exercises.base import GRADED_BY_GRADER_ENV
+from ..run.isolation import read_launch_log
+from ..teach import answers
 
-__all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
-           "effective_launch_timeout", "BACKEND_NOTE_TAG"]
+__all__ = ["SandboxedExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
+           "effective_launch_timeout", "shutdown_spare_kernels", "FOLLOW_UP_ROUNDS"]
 
 #: The first words of the error names this module writes into a notebook.
 KERNEL_DIED = "KernelDied"
 NOT_RUN = "NotRun"
-#: Cell tag of the note the grader puts at the top of a graded notebook.
-BACKEND_NOTE_TAG = "ptxlab-grading-note"
+#: How many more times a test cell's answers are asked when the exercise's questions depend on
+#: the replies (none of the course's do; the rounds are a bound, not a loop).
+FOLLOW_UP_ROUNDS = 2
 #: Spare kernels of this process, by what they were started for (at most one each).
 _SPARES: dict[str, SandboxedKernelManager] = {}
 
@@ -89,8 +84,9 @@ def shutdown_spare_kernels() -> None:
 atexit.register(shutdown_spare_kernels)
 
 
-class GradingExecute(Execute):
-    """nbgrader's Execute with sandboxed kernels and a submission that survives its kernel."""
+class SandboxedExecute(Execute):
+    """nbgrader's Execute with sandboxed kernels, the judge's questions asked after each test
+    cell, and a submission that survives its kernel."""
 
     kill_grace_s = Integer(5, config=True,
                            help="seconds a timed-out cell gets to stop after the interrupt")
@@ -139,9 +135,8 @@ class GradingExecute(Execute):
         self._check_assign_resources(resources)
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
-        launches: list[dict] = []
-        slots, trusted = self._answer_slots(resources)
-        seed, record, lost = verdicts.new_seed(), None, None
+        plan: judge.GradingPlan | None = (resources or {}).get(judge.PLAN_KEY)
+        launches = self.resources.setdefault(LAUNCHES_KEY, [])
         with self.setup_kernel(cleanup_kc=True):
             assert self.kc
             info_msg = self.wait_for_reply(self.kc.kernel_info())
@@ -154,64 +149,65 @@ class GradingExecute(Execute):
                     self.preprocess_cell(cell, resources, index)
                 except (DeadKernelError, CellTimeoutError) as exc:
                     self._give_up_from(index, exc)
+                    if plan is not None:
+                        plan.lost.update({s.key: "the notebook's kernel was lost before the "
+                                          "test cell of this answer ran (see the cell that "
+                                          "stopped it)" for s in plan.slots
+                                          if s.key not in plan.replies})
                     break
                 finally:
                     if log_path is not None:
                         records, offset = read_launch_log(log_path, offset)
                         if records:
-                            _note_cell_backend(self.nb.cells[index], records)
-                            launches.extend(records)
-            if slots:
-                record, lost = self._harvest(slots, seed)
-        if slots:
-            self._judge(slots, seed, record, lost, trusted, launches)
-        _note_notebook_backend(self.nb, launches)
+                            launches.append((index, records))
+                if plan is not None and self.verdicts_by_grader:
+                    due = plan.slots_of(cell)
+                    if due:
+                        self._ask(plan, due)
         self.set_widgets_metadata()
         return self.nb, self.resources
 
-    # -- verdicts by the grader ----------------------------------------------------------------
+    # -- the judge's questions, put to the notebook ---------------------------------------------
 
-    def _source_notebook(self, resources) -> Path | None:
-        """The instructor's version of this notebook (``source/``, else ``release/``)."""
-        info = (resources or {}).get("nbgrader") or {}
-        if not info.get("assignment") or not info.get("notebook"):
-            return None
-        from nbgrader.coursedir import CourseDirectory
+    def _ask(self, plan: judge.GradingPlan, slots: list[answers.AnswerSlot]) -> None:
+        """Put the judge's questions for ``slots`` to the notebook now (right after their test
+        cell) and keep its replies in ``plan``; ask again, at most :data:`FOLLOW_UP_ROUNDS`
+        times, where the exercise's next questions depend on the replies."""
+        questions: dict[str, list[dict]] | None = None
+        for _ in range(1 + FOLLOW_UP_ROUNDS):
+            requests = plan.requests(slots, questions)
+            replies, lost = self._hand_back(requests)
+            if replies is None:
+                plan.lost.update({s.key: lost or "" for s in slots})
+                return
+            for slot in slots:
+                reply = replies.get(slot.key)
+                if reply is None:
+                    continue
+                old = plan.replies.get(slot.key)
+                if isinstance(old, dict) and isinstance(old.get("calls"), dict) and isinstance(
+                        reply.get("calls"), dict):
+                    reply = {"calls": {**reply["calls"], **old["calls"]}}
+                plan.replies[slot.key] = reply
+            questions = {}
+            for slot in slots:
+                more = answers.missing_questions(slot, plan.replies.get(slot.key), plan.seed)
+                if more:
+                    questions[slot.key] = more
+            slots = [s for s in slots if s.key in questions]
+            if not slots:
+                return
 
-        cd = CourseDirectory(config=self.config)
-        for folder in (cd.source_directory, cd.release_directory):
-            path = Path(cd.format_path(folder, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
-            if path.is_file():
-                return path
-        return None
-
-    def _answer_slots(self, resources) -> tuple[list[verdicts.AnswerSlot], set[str]]:
-        """What the test cells grade, resolved with the instructor's imports (the notebook's
-        own when the instructor's copy is not at hand), and the instructor's code cells (a
-        cell of the submission equal to one of them is not the learner's code)."""
-        if not self.verdicts_by_grader:
-            return [], set()
-        path = self._source_notebook(resources)
-        if path is None:
-            return verdicts.answer_slots(
-                self.nb, verdicts.exercise_aliases(verdicts.code_sources(self.nb))), set()
-        import nbformat
-
-        source = nbformat.read(str(path), as_version=4)
-        aliases = verdicts.exercise_aliases(verdicts.code_sources(source))
-        return verdicts.answer_slots(self.nb, aliases), verdicts.trusted_cell_sources(source)
-
-    def _harvest(self, slots: list[verdicts.AnswerSlot],
-                 seed: int) -> tuple[dict | None, str | None]:
-        """Ask the notebook's kernel for its answers, as data: ``(record, None)``, or
-        ``(None, why there is none)``."""
+    def _hand_back(self, requests: list[dict]) -> tuple[dict[str, dict] | None, str | None]:
+        """Run the hand-back cell: ``(replies, None)``, or ``(None, why there are none)``."""
         from nbformat.v4 import new_code_cell
 
+        token = judge.new_token()
         try:
             if not run_sync(self.km.is_alive)():
                 return None, ("the notebook's kernel was lost before its answers could be "
                               "read (see the cell that stopped it)")
-            cell = new_code_cell(verdicts.harvest_code(slots, seed))
+            cell = new_code_cell(judge.hand_back_code(requests, token))
             self.nb.cells.append(cell)     # nbclient writes the cell back at its index
             try:
                 self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
@@ -223,57 +219,13 @@ class GradingExecute(Execute):
                 f"reading the answers ran past the {self.timeout} s cell limit (is an answer "
                 "function very slow?)" if isinstance(exc, CellTimeoutError) else
                 f"reading the notebook's answers failed ({type(exc).__name__})")
-        record = verdicts.read_record(cell.get("outputs", []), seed)
-        if record is not None:
-            return record, None
+        replies = judge.read_replies(cell.get("outputs", []), token)
+        if replies is not None:
+            return replies, None
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         return None, ("the notebook did not hand its answers back" + (
             f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})"
             if errors else " (did a cell replace the notebook's display machinery?)"))
-
-    def _judge(self, slots: list[verdicts.AnswerSlot], seed: int, record: dict | None,
-               lost: str | None, trusted: set[str], launches: list[dict]) -> None:
-        """Judge the answers here and write the verdicts into the test cells; the grader's
-        own kernel launches are added to ``launches``."""
-        log_dir = Path(tempfile.mkdtemp(prefix="ptxlab-verdict-"))
-        log_path, offset = log_dir / "launches.jsonl", 0
-        by_cell: dict[str, list[dict]] = {}
-
-        def collect(slot: verdicts.AnswerSlot) -> None:
-            nonlocal offset
-            records, offset = read_launch_log(log_path, offset)
-            by_cell.setdefault(slot.cell, []).extend(
-                {**r, "route": f"grader, {r.get('route', '')}".rstrip(", ")} for r in records)
-
-        try:
-            with self._grader_launches(log_path):
-                results = verdicts.judge_notebook(self.nb, slots, record, seed, trusted,
-                                                  on_judged=collect, lost=lost)
-        finally:
-            shutil.rmtree(log_dir, ignore_errors=True)
-        verdicts.write_verdicts(self.nb, results, seed)
-        for cell in self.nb.cells:
-            records = by_cell.get(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"))
-            if records:
-                _note_cell_backend(cell, records)
-                launches.extend(records)
-
-    def _grader_launches(self, log_path: Path):
-        """Kernel answers launched by the grader go to its sandboxed launch service (always on
-        for this), or, where none can run, to an isolated child per launch."""
-        km = self.km if isinstance(self.km, SandboxedKernelManager) else self._new_manager("")
-        env = {"PTXLAB_ISOLATE": "1", TIMEOUT_ENV: f"{km.launch_timeout():g}",
-               MEMORY_ENV: str(km.launch_memory_mb), LAUNCH_LOG_ENV: str(log_path),
-               SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None}
-        try:
-            service = km._launch_service_socket(dict(os.environ), km.service_hidden_paths(),
-                                                km.launch_timeout(), mode="on")
-        except Exception as exc:
-            self.log.warning("no launch service for the grader's launches: %s", exc)
-            service = None
-        if service:
-            env[SERVICE_ENV] = service
-        return _environment(env)
 
     def _spare_key(self, nb: NotebookNode) -> str:
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name") or ""
@@ -337,18 +289,6 @@ class GradingExecute(Execute):
         self.log.warning("Kernel lost in cell %d: %s", index, why)
 
 
-@contextlib.contextmanager
-def _environment(changes: dict[str, str | None]) -> Iterator[None]:
-    """Set (or, for ``None``, remove) environment variables for the duration of a block."""
-    with mock.patch.dict(os.environ):
-        for key, value in changes.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        yield
-
-
 def _error_output(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
                         traceback=[f"{ename}: {evalue}"])
@@ -364,70 +304,3 @@ def _copy_tree(source: Path, dest: Path) -> None:
             shutil.copytree(item, target, symlinks=True, dirs_exist_ok=True)
         else:
             shutil.copy2(item, target)
-
-
-def _where(record: dict) -> str:
-    backend, device = record.get("backend", ""), record.get("device", "")
-    if backend == "gpu":
-        return f"the GPU, {device}" if device else "the GPU"
-    if backend == "cpu":
-        return "the CPU backend (PTX interpreter)"
-    return "no backend (the launch failed before one was chosen)"
-
-
-def _launch_summary(records: list[dict]) -> str:
-    """``"the GPU, NVIDIA H100 ... (2 launches of 'load_tile')"``, per place the kernels ran."""
-    groups: dict[str, list[dict]] = {}
-    for rec in records:
-        groups.setdefault(_where(rec), []).append(rec)
-    parts = []
-    for where, recs in groups.items():
-        kernels = ", ".join(dict.fromkeys(f"'{r.get('kernel', '?')}'" for r in recs))
-        n = len(recs)
-        failed = sum(r.get("outcome") != "ok" for r in recs)
-        detail = f"{n} launch{'es' if n != 1 else ''} of {kernels}"
-        if failed:
-            detail += f", {failed} of them stopped or failed"
-        parts.append(f"{where} ({detail})")
-    return "; ".join(parts)
-
-
-def _note_cell_backend(cell: NotebookNode, records: list[dict]) -> None:
-    """A line in the cell's output, and its metadata, saying where its kernels ran."""
-    cell.setdefault("outputs", []).append(NotebookNode(
-        output_type="stream", name="stdout",
-        text=f"[grader] the kernels of this cell ran on {_launch_summary(records)}\n"))
-    meta = cell.setdefault("metadata", NotebookNode()).setdefault("ptxlab", NotebookNode())
-    meta["kernel_launches"] = [
-        {k: r.get(k) for k in ("kernel", "backend", "device", "outcome", "seconds", "route")}
-        for r in records]
-
-
-def grading_note(records: list[dict]) -> str:
-    """The note at the top of a graded notebook: where its kernels ran, and why there."""
-    backends = sorted({r.get("backend", "") for r in records if r.get("backend")})
-    summary = _launch_summary(records)
-    if backends == ["cpu"]:
-        why = next((r.get("reason", "") for r in records if r.get("reason")), "")
-        why = why.removeprefix("auto: ").removesuffix("; using the CPU model")
-        text = ("**Grading note.** The grading machine has no GPU that could run your kernels"
-                + (f" ({why})" if why else "") + ", so they ran on " + summary + ", which "
-                "reproduces each PTX instruction's result bit for bit but not its speed.")
-    else:
-        text = f"**Grading note.** Your kernels ran on {summary}."
-    return text
-
-
-def _note_notebook_backend(nb: NotebookNode, records: list[dict]) -> None:
-    """A note at the top of the graded notebook (so in the feedback) naming the backend."""
-    nb.cells = [c for c in nb.cells if BACKEND_NOTE_TAG not in c.get("metadata", {}).get("tags", [])]
-    if not records:
-        return
-    backends = sorted({r.get("backend", "") for r in records if r.get("backend")})
-    nb.metadata.setdefault("ptxlab", {})["kernel_backends"] = backends
-    from nbformat.v4 import new_markdown_cell
-
-    note = new_markdown_cell(grading_note(records), metadata={"tags": [BACKEND_NOTE_TAG]})
-    if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) < 5:
-        note.pop("id", None)           # cell ids exist from nbformat 4.5 on
-    nb.cells.insert(0, note)

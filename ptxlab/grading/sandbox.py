@@ -59,6 +59,9 @@ class SandboxPolicy:
     network: bool = False
     sockets: list[Path] = field(default_factory=list)  # Unix sockets it may connect to
     tmp_size_mb: int = 0        # size of its /tmp (a tmpfs); 0: the kernel's default (half of RAM)
+    # (source, target): ``source`` shown read-only at ``target``, over what is mounted there
+    # (a graded notebook's client-only ``ptxlab`` over the real package)
+    overlays: list[tuple[Path, Path]] = field(default_factory=list)
 
 
 def bwrap_binary() -> str:
@@ -290,6 +293,10 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
                 covers.append(h)
             else:
                 argv += ["--ro-bind", "/dev/null", str(h)]
+    for source, target in policy.overlays:
+        target = target.resolve()
+        if any(_is_within(target, m) for m in mounted) and target.is_dir():
+            argv += ["--ro-bind", str(source.resolve()), str(target)]
     argv += ["--bind", str(workdir), str(workdir)]
     if policy.private_dir is not None:
         pd = policy.private_dir.resolve()
