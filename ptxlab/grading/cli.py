@@ -6,7 +6,7 @@ Run it in the course root (or pass ``--course``). It grades what is not graded y
 the next run continues where it stopped. Before anyone is graded, a preflight starts one
 sandboxed kernel and one kernel launch as grading will (:mod:`ptxlab.grading.preflight`).
 With ``--scheduler ADDRESS`` the submissions are graded on a Dask cluster's workers, each of
-which runs that preflight itself (:mod:`ptxlab.grading.cluster`); ``--workers`` then does not
+which runs that preflight itself (:mod:`ptxlab.grading.dask_pool`); ``--workers`` then does not
 apply.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .batch import BatchBusy, BatchOptions, default_workers, grade_batch
+from .batch import BatchBusy, grade_batch
+from .options import BatchOptions, default_workers
 from .preflight import run_preflight
 from .report import write_csv, write_plot, write_summary
 

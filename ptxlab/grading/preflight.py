@@ -139,7 +139,7 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     from nbclient.exceptions import CellExecutionError
 
     from .kernel_manager import SandboxedKernelManager
-    from .worker import load_grading_config
+    from .grading_worker import load_grading_config
 
     t0 = time.monotonic()
     cfg = load_grading_config(course, grading_config)
