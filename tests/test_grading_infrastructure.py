@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "grading"))
 import course as fixture_course  # noqa: E402
 
-from ptxlab.grading import batch, options, report, grading_worker as worker  # noqa: E402
+from ptxlab.grading import batch, local_pool, options, report, grading_worker as worker  # noqa: E402
 from ptxlab.grading.outcome import INFRASTRUCTURE, StudentOutcome  # noqa: E402
 
 
@@ -115,7 +115,7 @@ def _batch_with_deaths(root: Path, tmp_path: Path, monkeypatch, deaths: int):
     script.write_text(_DYING_WORKER)
     (tmp_path / "deaths").write_text(str(deaths))
     monkeypatch.setenv("DEATHS_FILE", str(tmp_path / "deaths"))
-    monkeypatch.setattr(batch, "worker_command", lambda opts: [
+    monkeypatch.setattr(local_pool, "worker_command", lambda opts: [
         sys.executable, str(script), str(root), opts.assignment])
     opts = options.BatchOptions(course_root=root, assignment="ps1", workers=1, progress=None)
     return opts, batch.grade_batch(opts)

@@ -18,7 +18,7 @@ from pathlib import Path
 from .batch import BatchBusy, grade_batch
 from .options import BatchOptions, default_workers
 from .preflight import run_preflight
-from .report import write_csv, write_plot, write_summary
+from .report import flagged_students, write_csv, write_plot, write_summary
 
 __all__ = ["add_arguments", "run"]
 
@@ -116,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"graded {result.graded_now} now, {result.skipped} already graded; "
           f"{len(result.outcomes)} students in {csv_path} and {summary}"
           + (f" ({plot.name})" if plot else ""))
+    flagged = flagged_students(result.outcomes)
+    if flagged:
+        print(f"{len(flagged)} flagged for a person ({', '.join(flagged[:10])}"
+              f"{' ...' if len(flagged) > 10 else ''}): their reasons are in the summary; grade "
+              "them in the formgrader's Manual Grading")
     not_graded = [o.student for o in result.outcomes if not o.counted]
     if not_graded:
         print(f"{len(not_graded)} not graded because the machine failed, not the submission "

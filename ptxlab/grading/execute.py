@@ -97,6 +97,10 @@ class SandboxedExecute(Execute):
                                    "answers the notebook hands back as data (learner code "
                                    "never judges itself); off: the test cells' own outcome, "
                                    "as stock nbgrader")
+    #: The notebook being run is judged outside (its test cells grade exercises): its kernel
+    #: gets the client-only ``ptxlab``. A notebook whose tests are plain code keeps the real
+    #: package, and its test cells decide, as in stock nbgrader.
+    _judged_outside = False
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
@@ -109,7 +113,7 @@ class SandboxedExecute(Execute):
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         if isinstance(km, SandboxedKernelManager):
-            km.graded_outside = self.verdicts_by_grader
+            km.graded_outside = self._judged_outside
             if self.timeout:
                 km.cell_timeout_s = float(self.timeout)
         return km
@@ -119,6 +123,8 @@ class SandboxedExecute(Execute):
         # kernel. Leaving setup_kernel() shuts the kernel down, a dead or stuck one included.
         from nbclient import NotebookClient
 
+        plan: judge.GradingPlan | None = (resources or {}).get(judge.PLAN_KEY)
+        self._judged_outside = bool(self.verdicts_by_grader and plan is not None and plan.slots)
         spare_key = None
         if km is None and self.kernel_manager_class is SandboxedKernelManager:
             # The kernel always works in a private folder holding copies of the notebook's
@@ -135,7 +141,6 @@ class SandboxedExecute(Execute):
         self._check_assign_resources(resources)
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
-        plan: judge.GradingPlan | None = (resources or {}).get(judge.PLAN_KEY)
         launches = self.resources.setdefault(LAUNCHES_KEY, [])
         with self.setup_kernel(cleanup_kc=True):
             assert self.kc
@@ -160,7 +165,7 @@ class SandboxedExecute(Execute):
                         records, offset = read_launch_log(log_path, offset)
                         if records:
                             launches.append((index, records))
-                if plan is not None and self.verdicts_by_grader:
+                if plan is not None and self._judged_outside:
                     due = plan.slots_of(cell)
                     if due:
                         self._ask(plan, due)
@@ -231,12 +236,12 @@ class SandboxedExecute(Execute):
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name") or ""
         settings = {k: dict(self.config.get(k, {})) for k in ("SandboxedKernelManager",)}
         return json.dumps([name, self.timeout, self.extra_arguments, settings,
-                           self.verdicts_by_grader], sort_keys=True, default=str)
+                           self._judged_outside], sort_keys=True, default=str)
 
-    def _new_manager(self, kernel_name: str) -> SandboxedKernelManager:
+    def _new_manager(self, kernel_name: str, judged_outside: bool) -> SandboxedKernelManager:
         kw = {"kernel_name": kernel_name} if kernel_name else {}
         km = SandboxedKernelManager(config=self.config, **kw)
-        km.graded_outside = self.verdicts_by_grader
+        km.graded_outside = judged_outside
         if self.timeout:
             km.cell_timeout_s = float(self.timeout)
         return km
@@ -245,7 +250,8 @@ class SandboxedExecute(Execute):
         """Start a kernel for the next notebook of the same kind; a failure costs nothing."""
         if key in _SPARES:
             return
-        km = self._new_manager(json.loads(key)[0])
+        kind = json.loads(key)
+        km = self._new_manager(kind[0], bool(kind[-1]))
         km.spare = True
         try:
             args = list(self.extra_arguments) or ["--HistoryManager.hist_file=:memory:"]

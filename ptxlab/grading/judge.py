@@ -199,7 +199,7 @@ def _recorded_source(record: dict | None, slot: AnswerSlot) -> str | None:
 def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict | None,
                    seed: int, trusted_sources: set[str],
                    on_judged: Callable[[AnswerSlot], None] | None = None,
-                   lost: str | None = None) -> list[CellVerdict]:
+                   lost: str | dict[str, str] | None = None) -> list[CellVerdict]:
     """The grader's verdict on every test cell that grades answers.
 
     Flags come first: a flagged answer is not judged (its kernel is never compiled here)."""
@@ -237,7 +237,8 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
         if verdict.flagged:
             continue
         try:
-            result = judge(slot, record, seed, *([lost] if lost else []))
+            why = lost.get(slot.key) if isinstance(lost, dict) else lost
+            result = judge(slot, record, seed, *([why] if why else []))
         except Exception as exc:  # an exercise the installed package does not have
             result = CheckResult(slot.attr, False, 0.0, f"the grader could not judge this "
                                  f"exercise ({type(exc).__name__}: {exc})", status="error")
@@ -314,10 +315,12 @@ class GradingPlan:
         """The replies in the shape :func:`ptxlab.teach.answers.judge` reads."""
         return {"answers": dict(self.replies)}
 
-    def why_lost(self) -> str:
-        reasons = list(dict.fromkeys(self.lost.values()))
-        return reasons[0] if reasons else ("the notebook stopped before this test cell ran "
-                                           "(see the cell that stopped it)")
+    def why_lost(self) -> dict[str, str]:
+        """Why each slot without a reply has none."""
+        default = ("the notebook stopped before this answer's test cell ran (see the cell that "
+                   "stopped it)")
+        return {s.key: self.lost.get(s.key) or default for s in self.slots
+                if s.key not in self.replies}
 
 
 #: Where the plan of a notebook is kept in nbconvert's ``resources``.

@@ -104,13 +104,11 @@ class JudgeAnswers(NbGraderPreprocessor):
             by_cell.setdefault(slot.cell, []).extend(
                 {**r, "route": f"grader, {r.get('route', '')}".rstrip(", ")} for r in records)
 
-        lost = {k: v for k, v in plan.lost.items() if v}
         try:
             with self._grader_launches(log_path):
                 results = judge.judge_notebook(nb, plan.slots, plan.record(), plan.seed,
                                                plan.trusted, on_judged=collect,
-                                               lost=next(iter(lost.values()), None)
-                                               or plan.why_lost())
+                                               lost=plan.why_lost())
         finally:
             shutil.rmtree(log_dir, ignore_errors=True)
         judge.write_verdicts(nb, results, plan.seed)

@@ -168,7 +168,8 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
             problem=f"the notebook kernel started, but the probe failed in it:\n"
                     f"{detail}", seconds=time.monotonic() - t0)
     except _GraderProbeFailed as exc:
-        return PreflightResult(problem=f"the grader could not launch the probe kernel: {exc}",
+        return PreflightResult(problem=f"the probe kernel launch failed where the grader launches "
+                                       f"kernel answers: {exc}",
                                seconds=time.monotonic() - t0)
     except Exception as exc:  # noqa: BLE001 - a dead kernel, a timeout, a failed start alike
         return PreflightResult(
