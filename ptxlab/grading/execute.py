@@ -147,7 +147,9 @@ class SandboxedExecute(Execute):
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             assert info_msg
             self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
-            log_path = getattr(self.km, "launch_log", None)
+            # A notebook judged outside launches nothing (its ptxlab is the client): the grader
+            # reads no file of its sandbox.
+            log_path = None if self._judged_outside else getattr(self.km, "launch_log", None)
             offset = 0
             for index, cell in enumerate(self.nb.cells):
                 try:

@@ -237,6 +237,10 @@ class ClientExercise:
             raise AttributeError(name)
         return Off(f"{self._module}.{self._name}.{name}")
 
+    def __call__(self, *args, **kwargs) -> Off:
+        """A helper of the exercise module (a table, a picture) rather than an exercise."""
+        return Off(f"{self._module}.{self._name}")(*args, **kwargs)
+
     def __repr__(self) -> str:
         return f"<exercise {self._name}: checked by the grader>"
 
