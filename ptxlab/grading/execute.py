@@ -198,7 +198,8 @@ class SandboxedExecute(Execute):
                 plan.replies[slot.key] = reply
             questions = {}
             for slot in slots:
-                more = answers.missing_questions(slot, plan.replies.get(slot.key), plan.seed)
+                more = answers.missing_questions(slot, plan.replies.get(slot.key),
+                                                  plan.seed_of(slot))
                 if more:
                     questions[slot.key] = more
             slots = [s for s in slots if s.key in questions]

@@ -48,7 +48,8 @@ _PACKAGE_ALIASES = {"ptxlab.exercises": "ptxlab.teach.exercises"}
 
 
 def new_seed() -> int:
-    """A seed for one notebook's hidden cases and kernel values: fresh every grading run."""
+    """A seed for one answer's hidden cases and kernel values: fresh every grading run, and one
+    per answer, so what one answer is asked says nothing of another's inputs."""
     return secrets.randbits(62)
 
 
@@ -197,7 +198,7 @@ def _recorded_source(record: dict | None, slot: AnswerSlot) -> str | None:
 
 
 def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict | None,
-                   seed: int, trusted_sources: set[str],
+                   seed: int | dict[str, int], trusted_sources: set[str],
                    on_judged: Callable[[AnswerSlot], None] | None = None,
                    lost: str | dict[str, str] | None = None) -> list[CellVerdict]:
     """The grader's verdict on every test cell that grades answers.
@@ -214,7 +215,7 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
     for slot in slots:          # a text answer that was not a plain str is not judged
         entry = ((record or {}).get("answers") or {}).get(slot.key)
         if isinstance(entry, dict) and entry.get("refused"):
-            finding = Finding(-1, f"`{slot.answer}`", 0, str(entry.get("data") or "")[:60],
+            finding = Finding(-1, f"`{slot.answer}`", 1, str(entry.get("data") or "")[:60],
                               str(entry["refused"])[:200])
             if finding not in flags.setdefault(slot.answer, []):
                 flags[slot.answer].append(finding)
@@ -238,7 +239,8 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
             continue
         try:
             why = lost.get(slot.key) if isinstance(lost, dict) else lost
-            result = judge(slot, record, seed, *([why] if why else []))
+            slot_seed = seed[slot.key] if isinstance(seed, dict) else seed
+            result = judge(slot, record, slot_seed, *([why] if why else []))
         except Exception as exc:  # an exercise the installed package does not have
             result = CheckResult(slot.attr, False, 0.0, f"the grader could not judge this "
                                  f"exercise ({type(exc).__name__}: {exc})", status="error")
@@ -248,7 +250,8 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
     return list(by_cell.values())
 
 
-def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict], seed: int) -> None:
+def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict],
+                   seed: int | dict[str, int]) -> None:
     """Each judged test cell's outputs become the grader's report (an error when it failed)."""
     by_id = {v.grade_id: v for v in verdicts}
     for cell in nb.cells:
@@ -266,7 +269,9 @@ def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict], seed: int)
                                         traceback=[f"{ename}: {evalue}"]))
         cell.outputs = outputs
         meta = cell.setdefault("metadata", NotebookNode()).setdefault("ptxlab", NotebookNode())
-        meta["verdict"] = {"by": "grader", "passed": verdict.passed, "seed": seed,
+        cell_seed = ({k: v for k, v in seed.items() if k.split("|")[0] in verdict.answers}
+                     if isinstance(seed, dict) else seed)
+        meta["verdict"] = {"by": "grader", "passed": verdict.passed, "seed": cell_seed,
                            "flagged": [f.describe() for f in verdict.flagged],
                            "flagged_cells": sorted({f.grade_id for f in verdict.flagged
                                                     if f.grade_id}),
@@ -287,12 +292,15 @@ class GradingPlan:
     :class:`~ptxlab.grading.judge_steps.DrawQuestions` plans, the sandboxed execution fills in
     the replies, :class:`~ptxlab.grading.judge_steps.JudgeAnswers` judges."""
 
-    seed: int
+    seeds: dict[str, int]                               # slot key -> its secret seed
     slots: list[AnswerSlot]
     trusted: set[str]
     asked: dict[str, list[dict] | None]                 # slot key -> questions (None: data)
     replies: dict[str, dict] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)  # slot key -> why no reply came
+
+    def seed_of(self, slot: AnswerSlot) -> int:
+        return self.seeds[slot.key]
 
     def slots_of(self, cell) -> list[AnswerSlot]:
         """The slots to ask about right after ``cell`` has run (its test cell's)."""

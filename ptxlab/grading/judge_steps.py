@@ -1,7 +1,7 @@
 """The judge's two grading steps, around the sandboxed execution (``autograder/nbgrader_config.py``):
 
 1. :class:`DrawQuestions`, before the notebook runs: which answers the test cells grade (read
-   with the instructor's imports), a seed drawn secretly for this run, and the questions each
+   with the instructor's imports), a seed per answer drawn secretly for this run, and the questions each
    answer will be asked -- inputs only. Kept as a :class:`~ptxlab.grading.judge.GradingPlan` in
    ``resources``; the sandboxed execution puts the questions to the notebook right after each
    test cell and keeps the replies there.
@@ -51,7 +51,7 @@ def _source_notebook(config, resources) -> Path | None:
 
 
 class DrawQuestions(NbGraderPreprocessor):
-    """Plan what the judge asks this notebook: slots, a secret seed, the questions."""
+    """Plan what the judge asks this notebook: slots, secret seeds, the questions."""
 
     verdicts_by_grader = Bool(True, config=True,
                               help="compute every test cell's verdict in the grader from the "
@@ -75,15 +75,15 @@ class DrawQuestions(NbGraderPreprocessor):
             trusted = judge.trusted_cell_sources(source)
         if not slots:
             return nb, resources
-        seed = judge.new_seed()
+        seeds = {slot.key: judge.new_seed() for slot in slots}
         asked = {}
         for slot in slots:
             try:
-                asked[slot.key] = answers.questions(slot, seed)
+                asked[slot.key] = answers.questions(slot, seeds[slot.key])
             except Exception as exc:   # an exercise this installation lacks: judged as such
                 self.log.warning("no questions for %s: %s", slot.key, exc)
                 asked[slot.key] = None
-        resources[judge.PLAN_KEY] = judge.GradingPlan(seed, slots, trusted, asked)
+        resources[judge.PLAN_KEY] = judge.GradingPlan(seeds, slots, trusted, asked)
         return nb, resources
 
 
@@ -106,12 +106,12 @@ class JudgeAnswers(NbGraderPreprocessor):
 
         try:
             with self._grader_launches(log_path):
-                results = judge.judge_notebook(nb, plan.slots, plan.record(), plan.seed,
+                results = judge.judge_notebook(nb, plan.slots, plan.record(), plan.seeds,
                                                plan.trusted, on_judged=collect,
                                                lost=plan.why_lost())
         finally:
             shutil.rmtree(log_dir, ignore_errors=True)
-        judge.write_verdicts(nb, results, plan.seed)
+        judge.write_verdicts(nb, results, plan.seeds)
         launches = resources.setdefault(LAUNCHES_KEY, [])
         launches.extend((gid, records) for gid, records in by_cell.items() if records)
         return nb, resources
