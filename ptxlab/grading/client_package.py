@@ -67,7 +67,8 @@ def _candidates() -> list[Path]:
         pass
     site = [Path(e) for e in sys.path if e and os.path.isdir(e)]
     found += sandbox.editable_targets(site)
-    found += [Path(e) / "ptxlab" for e in sys.path if e and os.path.isdir(os.path.join(e, "ptxlab"))]
+    found += [Path(e) / "ptxlab" for e in sys.path
+              if e and os.path.isdir(os.path.join(e, "ptxlab"))]
     out: list[Path] = []
     for path in found:
         path = path.resolve()

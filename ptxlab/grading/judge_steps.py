@@ -1,8 +1,8 @@
 """The judge's two grading steps, around the sandboxed execution (``autograder/nbgrader_config.py``):
 
 1. :class:`DrawQuestions`, before the notebook runs: which answers the test cells grade (read
-   with the instructor's imports), a seed per answer drawn secretly for this run, and the questions each
-   answer will be asked -- inputs only. Kept as a :class:`~ptxlab.grading.judge.GradingPlan` in
+   with the instructor's imports), a seed per answer drawn secretly for this run, and the
+   questions each answer will be asked -- inputs only. Kept as a :class:`~ptxlab.grading.judge.GradingPlan` in
    ``resources``; the sandboxed execution puts the questions to the notebook right after each
    test cell and keeps the replies there.
 2. :class:`JudgeAnswers`, after it: every verdict from the replies, computed here (kernel

@@ -71,8 +71,6 @@ def plain(value: object, depth: int = 0) -> object:
         return value if math.isfinite(value) else _opaque(value)
     if kind is str:
         return value[:_MAX_TEXT]
-    if isinstance(value, bool):
-        return bool(int.__int__(value))
     if isinstance(value, int):                  # an int subclass: its value, not its methods
         return int.__int__(value)
     if isinstance(value, float):
