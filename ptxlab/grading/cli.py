@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     def preflight() -> None:
         """While the workers start: one sandboxed kernel and one launch, as grading does."""
-        check = run_preflight(course, args.grading_config)
+        check = run_preflight(course, args.grading_config, assignment=args.assignment)
         if not check.ok:
             raise PreflightFailed(check.problem)
         how = " through the warm launch service" if check.route == "service" else ""

@@ -98,7 +98,8 @@ class _LocalCourse:
         if bundle.preflight:
             from .preflight import run_preflight
 
-            check = run_preflight(self.root, self.grading_config)
+            check = run_preflight(self.root, self.grading_config,
+                                  assignment=bundle.assignment)
             if not check.ok:
                 self.problem = check.problem
                 for w in self._idle:

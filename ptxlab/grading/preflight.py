@@ -131,9 +131,32 @@ def _grader_probe(cfg, work: Path) -> str:
     return f"# {line}\n"
 
 
+def _judged_by_the_grader(course: Path, assignment: str | None) -> bool:
+    """Whether ``assignment``'s notebooks grade answers through exercises (so the judge judges
+    them and their kernels get the client); unknown assignment: yes."""
+    if not assignment:
+        return True
+    import nbformat
+
+    from . import judge
+
+    notebooks = sorted((Path(course) / "source" / assignment).glob("*.ipynb"))
+    for path in notebooks:
+        try:
+            nb = nbformat.read(str(path), as_version=4)
+        except Exception:  # noqa: BLE001 - an unreadable source is nbgrader's error to report
+            continue
+        if judge.answer_slots(nb, judge.exercise_aliases(judge.code_sources(nb))):
+            return True
+    return not notebooks
+
+
 def run_preflight(course: Path, grading_config: Path | None = None, *,
-                  timeout_s: float = 180.0) -> PreflightResult:
-    """Start one notebook kernel as grading does and launch the probe kernel in it."""
+                  timeout_s: float = 180.0, assignment: str | None = None) -> PreflightResult:
+    """Start one notebook kernel as grading does and launch the probe kernel where grading
+    will: in the notebook's kernel for notebooks whose test cells decide, where the judge
+    launches kernel answers for notebooks it judges (``assignment`` says which; default: the
+    judge's)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -147,7 +170,8 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     problem = sandbox_problem(settings.sandbox_mode)
     if problem:
         return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
-    judged_outside = bool(cfg.get("SandboxedExecute", {}).get("verdicts_by_grader", True))
+    judged_outside = (bool(cfg.get("SandboxedExecute", {}).get("verdicts_by_grader", True))
+                      and _judged_by_the_grader(course, assignment))
     work = Path(tempfile.mkdtemp(prefix="ptxlab-preflight-"))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         _CLIENT_CELL if judged_outside else _PROBE_CELL)])
@@ -165,8 +189,9 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     except CellExecutionError:
         detail = _outputs_text(nb).strip()[-1500:]
         return PreflightResult(
-            problem=f"the notebook kernel started, but the probe failed in it:\n"
-                    f"{detail}", seconds=time.monotonic() - t0)
+            problem=f"the notebook kernel started, but "
+                    f"{'its grading client' if judged_outside else 'the probe kernel launch'} "
+                    f"failed in it:\n{detail}", seconds=time.monotonic() - t0)
     except _GraderProbeFailed as exc:
         return PreflightResult(problem=f"the probe kernel launch failed where the grader launches "
                                        f"kernel answers: {exc}",
