@@ -40,6 +40,7 @@ from . import judge
 from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
 from .launch_services import shutdown_launch_services
+from .sandbox_client import OFF_STOP_NOTE
 from ..run.isolation import read_launch_log
 from ..teach import answers
 
@@ -174,6 +175,16 @@ class SandboxedExecute(Execute):
         self.set_widgets_metadata()
         return self.nb, self.resources
 
+    def on_cell_executed(self, **kwargs):
+        # In a notebook judged outside, a cell (never a test cell) that stopped only at a
+        # picture or a run switched off for grading ends with the client's note, not an error
+        # the feedback would blame on the learner.
+        cell = kwargs.get("cell")
+        if (self._judged_outside and cell is not None and not judge.is_test_cell(cell)
+                and _stopped_at_off(cell)):
+            return None
+        return super().on_cell_executed(**kwargs)
+
     # -- the judge's questions, put to the notebook ---------------------------------------------
 
     def _ask(self, plan: judge.GradingPlan, slots: list[answers.AnswerSlot]) -> None:
@@ -296,6 +307,14 @@ class SandboxedExecute(Execute):
                 later.outputs = [_error_output(
                     NOT_RUN, f"not run: the kernel was lost in an earlier cell ({why})")]
         self.log.warning("Kernel lost in cell %d: %s", index, why)
+
+
+def _stopped_at_off(cell: NotebookNode) -> bool:
+    """The cell's last output is the client's line saying it stopped at something off."""
+    outputs = cell.get("outputs") or []
+    last = outputs[-1] if outputs else {}
+    return (last.get("output_type") == "stream"
+            and str(last.get("text", "")).lstrip().startswith(OFF_STOP_NOTE))
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:

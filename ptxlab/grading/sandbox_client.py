@@ -31,7 +31,8 @@ import math
 import sys
 import types
 
-__all__ = ["hand_back", "plain", "ClientExercise", "Off", "MIME_TYPE", "GRADING_CLIENT"]
+__all__ = ["hand_back", "plain", "ClientExercise", "Off", "MIME_TYPE", "GRADING_CLIENT",
+           "OFF_STOP_NOTE"]
 
 #: The display type the replies leave the notebook's kernel under.
 MIME_TYPE = "application/x-ptxlab-replies+json"
@@ -41,6 +42,8 @@ _OPAQUE = "__ptxlab_opaque__"
 _MAX_TEXT = 2_000_000
 _MAX_ITEMS = 4096
 _MAX_CALLS = 50_000
+#: The first words of the line a cell ends with when it stopped at something that is off.
+OFF_STOP_NOTE = "[grading] this cell stopped at something that is off while grading"
 _OFF_NOTE = ("[grading] pictures, widgets and kernel runs are off while the notebook is graded: "
              "the grader runs your answers itself (see the test cells)")
 _EXERCISE_PACKAGES = ("ptxlab.exercises", "ptxlab.teach.exercises")
@@ -173,9 +176,13 @@ class Off:
     """Anything of the course the notebook uses for pictures or runs: off while grading."""
 
     _noted = False
+    #: Whether the running cell used something that is off (reset before every cell).
+    used_in_cell = False
 
     def __init__(self, name: str = "ptxlab"):
         object.__setattr__(self, "_name", name)
+        Off.used_in_cell = True
+        _hook_ipython()
 
     def _note(self) -> None:
         if not Off._noted:
@@ -208,6 +215,49 @@ class Off:
         return "<i>(off while the notebook is graded)</i>"
 
 
+_HOOKED = False
+
+
+def _hook_ipython() -> None:
+    """In the notebook's IPython: a cell that fails only because it used something that is
+    off (a picture's data unpacked, a launch's outputs indexed) ends with the note instead of
+    an error, so the feedback does not blame the learner for what grading switched off."""
+    global _HOOKED
+    if _HOOKED:
+        return
+    _HOOKED = True
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except Exception:
+        shell = None
+    if shell is None:
+        _HOOKED = False          # not in IPython yet (the kernel is starting): try next time
+        return
+
+    def before_cell(*_args) -> None:
+        Off.used_in_cell = False
+
+    shown = shell.showtraceback
+
+    def showtraceback(*args, **kwargs):
+        value = sys.exc_info()[1]
+        if Off.used_in_cell and isinstance(value, Exception) and not isinstance(
+                value, _PendingVerdict):
+            print(f"{OFF_STOP_NOTE} ({type(value).__name__}); your answers are checked by the "
+                  "grader")
+            return None
+        return shown(*args, **kwargs)
+
+    shell.events.register("pre_run_cell", before_cell)
+    shell.showtraceback = showtraceback
+
+
+class _PendingVerdict(AssertionError):
+    """A test cell's line until the judge replaces it with its verdict."""
+
+
 class ClientExercise:
     """An exercise as the graded notebook sees it: it only says that the grader checks."""
 
@@ -221,8 +271,8 @@ class ClientExercise:
     def grade(self, answer=None, hidden: bool = False) -> None:
         """Fails until the judge replaces this cell's outputs with its verdict: a grading run
         whose judge did not run gives no points, never all of them."""
-        raise AssertionError(f"{self._name}: the grader's judge decides this test cell "
-                             "(this line stays only if the judge could not run)")
+        raise _PendingVerdict(f"{self._name}: the grader's judge decides this test cell "
+                              "(this line stays only if the judge could not run)")
 
     def hint(self) -> None:
         print("hints are off while the notebook is graded")
@@ -241,6 +291,23 @@ class ClientExercise:
 
     def __repr__(self) -> str:
         return f"<exercise {self._name}: checked by the grader>"
+
+
+def _off_operator(name: str):
+    def operator(self, *args):
+        return Off(f"{getattr(self, '_name', 'ptxlab')} {name.strip('_')} ...")
+    operator.__name__ = name
+    return operator
+
+
+#: Arithmetic and comparison on something that is off gives something that is off (a picture's
+#: size computed from a table, a constant of an exercise module used in a sum).
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+              "__rmod__", "__pow__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(Off, _name, _off_operator(_name))
+    setattr(ClientExercise, _name, _off_operator(_name))
+del _name
 
 
 class _ExerciseModule(types.ModuleType):
