@@ -29,9 +29,10 @@ variable                          default  meaning
 ``PTXLAB_PRESTART_KERNELS``       1        ``0``: start each notebook's kernel on demand
 ``PTXLAB_MAX_OUTPUT_KB``          1000     output a graded cell keeps, kB (images included)
 ``PTXLAB_VERDICTS``               grader   ``grader``: every test cell's verdict is computed by
-                                           the grader from the answers the notebook hands back
-                                           (learner code never judges itself); ``notebook``:
-                                           the test cells decide, as in stock nbgrader
+                                           the judge from the answers the notebook hands back
+                                           as data, and the notebook's ``ptxlab`` is the client
+                                           only (no answer in the sandbox); ``notebook``: the
+                                           test cells decide, as in stock nbgrader
 ================================  =======  ===================================================
 """
 import os
@@ -43,9 +44,21 @@ def _env(name, default):
     return os.environ.get(name) or default
 
 
-# nbgrader's autograde steps, with Execute replaced by the sandboxed, crash-tolerant one.
+# nbgrader's autograde steps. Data flows one way, one step per job:
+#   DrawQuestions     the judge plans: which answers the test cells grade, a secret seed for
+#                     this run, the inputs each answer will be asked about (inputs only)
+#   SandboxedExecute  the notebook runs in the sandbox, holding no answer (its ptxlab is the
+#                     client only); right after each test cell its answers are asked the
+#                     judge's questions and reply with plain data
+#   JudgeAnswers      the judge computes every verdict from the replies, in the grader
+#                     (kernel answers launched here on fresh values), into the test cells
+#   BackendNotes      the feedback says where the kernels ran
+# then nbgrader's own steps save the judge's scores.
 c.Autograde.autograde_preprocessors = [
-    "ptxlab.grading.execute.GradingExecute",
+    "ptxlab.grading.judge_steps.DrawQuestions",
+    "ptxlab.grading.execute.SandboxedExecute",
+    "ptxlab.grading.judge_steps.JudgeAnswers",
+    "ptxlab.grading.backend_notes.BackendNotes",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -62,9 +75,10 @@ c.ExchangeFactory.release_feedback = "ptxlab.grading.exchange.LinkSafeReleaseFee
 
 c.Execute.timeout = int(_env("PTXLAB_CELL_TIMEOUT_S", "120"))
 c.Execute.interrupt_on_timeout = True
-c.GradingExecute.kill_grace_s = 5
-c.GradingExecute.prestart_kernels = _env("PTXLAB_PRESTART_KERNELS", "1") == "1"
-c.GradingExecute.verdicts_by_grader = _env("PTXLAB_VERDICTS", "grader") != "notebook"
+c.SandboxedExecute.kill_grace_s = 5
+c.SandboxedExecute.prestart_kernels = _env("PTXLAB_PRESTART_KERNELS", "1") == "1"
+c.SandboxedExecute.verdicts_by_grader = _env("PTXLAB_VERDICTS", "grader") != "notebook"
+c.DrawQuestions.verdicts_by_grader = c.SandboxedExecute.verdicts_by_grader
 
 c.SandboxedKernelManager.sandbox_mode = _env("PTXLAB_SANDBOX", "bwrap")
 c.SandboxedKernelManager.gpu = _env("PTXLAB_GRADING_GPU", "1") == "1"

@@ -342,7 +342,7 @@ def write_report(result: dict, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ptxlab.grading.batch import default_workers
+    from ptxlab.grading.options import default_workers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="submissions in the class (default 100)")

@@ -183,7 +183,7 @@ def test_a_class_on_a_dask_cluster_with_a_worker_killed_gets_the_same_grades(gra
     assert f"on {unfit_address}" not in workers_log
     # The killed worker's grading process did not outlive it.
     time.sleep(2)
-    left = subprocess.run(["pgrep", "-f", "ptxlab.grading.worker .*-course-"], capture_output=True,
+    left = subprocess.run(["pgrep", "-f", "ptxlab.grading.grading_worker .*-course-"], capture_output=True,
                           text=True).stdout.split()
     assert not left, f"grading processes left behind: {left}"
 

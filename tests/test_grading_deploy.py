@@ -97,7 +97,7 @@ def test_global_nbgrader_config_names_exchange_and_course():
 
 def test_course_config_loads_the_grading_settings():
     cfg = _load(REPO / "course" / "nbgrader_config.py")
-    assert cfg.Autograde.autograde_preprocessors[0] == "ptxlab.grading.execute.GradingExecute"
+    assert "ptxlab.grading.execute.SandboxedExecute" in cfg.Autograde.autograde_preprocessors
     assert cfg.Execute.timeout == 600 and cfg.CourseDirectory.course_id == "ptx-matrix-lab"
     cfg = _load(REPO / "course" / "nbgrader_config.py", PTXLAB_CELL_TIMEOUT_S="45",
                 PTXLAB_LAUNCH_GPU_MEMORY_MB="512")

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "grading"))
 import course as fixture_course  # noqa: E402
 
-from ptxlab.grading import batch, report, worker  # noqa: E402
+from ptxlab.grading import batch, local_pool, options, report, grading_worker as worker  # noqa: E402
 from ptxlab.grading.outcome import INFRASTRUCTURE, StudentOutcome  # noqa: E402
 
 
@@ -96,7 +96,7 @@ def test_a_machine_that_keeps_failing_writes_no_zero(course_with_alice, monkeypa
 _DYING_WORKER = r'''
 import os, sys
 from pathlib import Path
-from ptxlab.grading import worker
+from ptxlab.grading import grading_worker as worker
 deaths = Path(os.environ["DEATHS_FILE"])
 real = worker.SubmissionGrader.grade
 def grade(self, student):
@@ -115,9 +115,9 @@ def _batch_with_deaths(root: Path, tmp_path: Path, monkeypatch, deaths: int):
     script.write_text(_DYING_WORKER)
     (tmp_path / "deaths").write_text(str(deaths))
     monkeypatch.setenv("DEATHS_FILE", str(tmp_path / "deaths"))
-    monkeypatch.setattr(batch, "worker_command", lambda opts: [
+    monkeypatch.setattr(local_pool, "worker_command", lambda opts: [
         sys.executable, str(script), str(root), opts.assignment])
-    opts = batch.BatchOptions(course_root=root, assignment="ps1", workers=1, progress=None)
+    opts = options.BatchOptions(course_root=root, assignment="ps1", workers=1, progress=None)
     return opts, batch.grade_batch(opts)
 
 

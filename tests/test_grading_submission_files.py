@@ -109,7 +109,7 @@ def test_a_bad_timestamp_costs_only_its_student_a_reason(graded, student, says):
 
 
 def test_nbgraders_wrapper_gives_way_to_the_cause():
-    from ptxlab.grading.worker import _nbgrader_error
+    from ptxlab.grading.grading_worker import _nbgrader_error
 
     log = ("[AutogradeApp | ERROR] There was an error processing assignment\n"
            "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"

@@ -1,4 +1,5 @@
-"""Verdicts from answers as data: record in the notebook, judge in the grader, flag reference use.
+"""Verdicts from answers as data: questions from the judge, replies from the notebook's client,
+verdicts in the grader, reference use flagged.
 
 The end-to-end class is ``tests/test_grading_attacks.py``; these are the parts, fast.
 """
@@ -9,8 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from ptxlab.grading import reference_use, verdicts
-from ptxlab.teach.answers import AnswerSlot, judge, record_answers
+from ptxlab.grading import judge as verdicts
+from ptxlab.grading import reference_use, sandbox_client
+from ptxlab.teach.answers import AnswerSlot, judge, questions
 from ptxlab.teach.exercises.base import grading_seed, hidden_rng
 
 LD = "ptxlab.teach.exercises.ldmatrix"
@@ -28,6 +30,14 @@ def a_operand_rows(lane, base, stride):
 
 def _through_json(record: dict) -> dict:
     return json.loads(json.dumps(record))
+
+
+def record_answers(namespace: dict, slots: list[AnswerSlot], seed: int) -> dict:
+    """What a grading run gets: the judge's questions for ``seed``, answered by the notebook's
+    client (the sandbox side), as the judge reads them back."""
+    requests = [{"key": s.key, "answer": s.answer, "questions": questions(s, seed)}
+                for s in slots]
+    return {"answers": sandbox_client.replies(namespace, requests)}
 
 
 def test_right_answers_pass_and_wrong_ones_fail_with_the_checks_words():
@@ -49,7 +59,6 @@ def test_right_answers_pass_and_wrong_ones_fail_with_the_checks_words():
 def test_a_record_for_another_seed_answers_nothing():
     """Hidden inputs are drawn per grading run: answers recorded for other inputs are wrong."""
     record = _through_json(record_answers({"a_operand_rows": a_operand_rows}, [ROWS], seed=1))
-    record["seed"] = 2
     assert not judge(ROWS, record, 2).passed
     with grading_seed(1):
         first = hidden_rng().integers(1 << 30)
@@ -216,3 +225,49 @@ def test_no_solution_of_the_course_is_flagged():
         flags = reference_use.flagged_answers(nb.cells, trusted, ref, index)
         assert flags == {}, (name, {a: [f.describe() for f in fs] for a, fs in flags.items()})
         assert slots, name
+
+
+def test_every_answer_function_of_the_course_is_asked_all_it_is_judged_on():
+    """For every solution of the course that is a function or a choice: the judge's questions
+    (drawn before the notebook runs) are all the exercise asks when it judges the replies -- no
+    follow-up round is needed -- and the course's own solution, asked through the client, passes
+    the visible and hidden cases."""
+    from types import SimpleNamespace
+
+    from ptxlab.teach.answers import missing_questions
+    from ptxlab.teach.course_cases import solution_cells
+
+    checked = 0
+    for cell in solution_cells():
+        if cell.kernel_source() is not None:
+            continue                      # kernel answers are data; the judge launches them
+        module, attr = _where_defined(cell.exercise)
+        namespace: dict = {}
+        exercise_ns = SimpleNamespace(**{attr: SimpleNamespace(check=lambda *a, **k: None)})
+        exec(compile(cell.code, f"{cell.notebook}:{cell.line}", "exec"),
+             {"ex": exercise_ns, "np": np}, namespace)
+        for hidden in (False, True):
+            slot = AnswerSlot("c", module, attr, cell.answer_name, hidden)
+            seed = 4242 + hidden
+            record = _through_json(record_answers(namespace, [slot], seed))
+            assert missing_questions(slot, record["answers"][slot.key], seed) == [], \
+                (cell.notebook, attr, hidden)
+            result = judge(slot, record, seed)
+            assert result.passed, (cell.notebook, attr, hidden, result.report())
+        checked += 1
+    assert checked >= 30, checked
+
+
+def _where_defined(exercise) -> tuple[str, str]:
+    """``(module, attribute)`` under ``ptxlab.teach.exercises`` that hold ``exercise``."""
+    import importlib
+    import pkgutil
+
+    import ptxlab.teach.exercises as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if value is exercise:
+                return module.__name__, name
+    raise LookupError(exercise.key)

@@ -35,7 +35,8 @@ def test_contracts_hold():
     proc = _lint(ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"\b\d+ kept, 0 broken", proc.stdout), proc.stdout
-    for contract in ("ptxlab layers", "run/: one-way launch stack"):
+    for contract in ("ptxlab layers", "run/: one-way launch stack", "grading flows one way",
+                     "the sandbox side of grading holds no answer"):
         assert contract in proc.stdout, proc.stdout
 
 
@@ -68,6 +69,15 @@ def _copy_package(tmp_path: Path) -> Path:
     ("run/errors.py", "from . import gpu", "ptxlab.run.errors -> ptxlab.run.gpu"),
     ("run/launch_client.py", "from . import launch_server",
      "ptxlab.run.launch_client -> ptxlab.run.launch_server"),
+    # inside grading: a pool reaching back up into the batch that drives it
+    ("grading/dask_pool.py", "from . import batch",
+     "ptxlab.grading.dask_pool -> ptxlab.grading.batch"),
+    # the two pools are independent of each other
+    ("grading/local_pool.py", "from . import dask_pool",
+     "ptxlab.grading.local_pool -> ptxlab.grading.dask_pool"),
+    # the sandbox side of grading reaching the model (an answer in the learner's process)
+    ("grading/sandbox_client.py", "from ..model import layouts",
+     "ptxlab.grading.sandbox_client -> ptxlab.model.layouts"),
 ])
 def test_contracts_fail_on_a_tie_against_the_layers(tmp_path, module, line, named):
     parent = _copy_package(tmp_path)

@@ -4,7 +4,7 @@ includes are decided from the preprocessed source, and compile caches are verifi
 
 Each class of attack has several variants; the grading-level versions (the same attacks in
 submissions graded by ``ptxlab grade`` beside good students) are in
-``tests/test_grading_exploits.py``.
+``tests/test_grading_resource_exploits.py``.
 """
 from __future__ import annotations
 

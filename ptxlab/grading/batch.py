@@ -1,9 +1,9 @@
 """Autograde every collected submission of an assignment with parallel workers, resumably.
 
-Each worker (:mod:`ptxlab.grading.worker`) is a process that imports nbgrader once and grades
-one student at a time; the learner's code runs in a sandboxed kernel below it. This module hands
-students to workers, enforces a wall-clock limit per submission (a worker past it is killed with
-everything below it, and replaced), and appends every finished student to a ledger
+The students are graded by a :class:`~ptxlab.grading.options.GradingPool`: worker processes on
+this machine (:mod:`ptxlab.grading.local_pool`) or a Dask cluster's workers
+(:mod:`ptxlab.grading.dask_pool`), both behind the same ``grade`` call. This module picks which,
+and appends every finished student to a ledger
 (``<course>/grading/<assignment>/ledger.jsonl``) only after nbgrader has committed the grades.
 A rerun skips the students in the ledger whose submission has not changed, so an interrupted
 batch continues where it stopped and loses nothing.
@@ -13,65 +13,17 @@ from __future__ import annotations
 import errno
 import json
 import os
-import selectors
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from . import worker_process
+from .options import BatchOptions, BatchResult, GradingPool
 from .outcome import INFRASTRUCTURE, StudentOutcome
 from .submission_files import read_timestamp
 
-__all__ = ["BatchOptions", "BatchResult", "BatchBusy", "GraderDiskFull", "Ledger", "discover_submissions",
-           "grade_batch", "default_workers", "Progress"]
-
-
-def default_workers() -> int:
-    """One more worker than the cores this process may use: a worker waits for its notebook's
-    kernel about half the time, so one more keeps every core busy (on the 2-core machine, 40
-    submissions took 42 s with 2 workers, 33-38 s with 3, 40 s with 4)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores) + 1
-
-
-@dataclass
-class BatchOptions:
-    course_root: Path
-    assignment: str
-    workers: int = field(default_factory=default_workers)
-    force: bool = False                 # regrade students already in the ledger
-    retry_failed: bool = False          # regrade students whose last attempt timed out/crashed
-    submission_timeout_s: float = 1800.0
-    grading_config: Path | None = None
-    students: list[str] | None = None   # only these (default: every collected submission)
-    progress: TextIO | None = None      # where the progress bar goes (None: nowhere)
-    #: Run once the workers are starting, before anyone is graded (the preflight, while the
-    #: workers import nbgrader); an exception it raises stops the batch with nobody graded.
-    #: On a cluster each worker runs the preflight itself instead (``preflight``).
-    before_grading: Callable[[], None] | None = None
-    #: A Dask scheduler's address: grade on its workers (:mod:`ptxlab.grading.cluster`);
-    #: ``None`` grades with worker processes on this machine.
-    scheduler: str | None = None
-    #: On a cluster: each worker starts one sandboxed kernel and one launch before it grades.
-    preflight: bool = True
-
-    @property
-    def out_dir(self) -> Path:
-        return Path(self.course_root) / "grading" / self.assignment
-
-
-@dataclass
-class BatchResult:
-    outcomes: list[StudentOutcome]      # one per collected student, graded now or before
-    graded_now: int
-    skipped: int
-    interrupted: bool
-    wall_s: float
+__all__ = ["BatchBusy", "GraderDiskFull", "Ledger", "discover_submissions", "grade_batch", "Progress",
+           "pool_for"]
 
 
 class Ledger:
@@ -177,11 +129,6 @@ class Progress:
             self.stream.flush()
 
 
-def worker_command(opts: BatchOptions) -> list[str]:
-    """The command line of one grading worker (:mod:`ptxlab.grading.worker`)."""
-    return worker_process.worker_command(opts.course_root, opts.assignment, opts.grading_config)
-
-
 class BatchBusy(RuntimeError):
     """Another ``ptxlab grade`` is grading this assignment of this course right now."""
 
@@ -200,6 +147,17 @@ def _lock(out_dir: Path):
     fh.write(str(os.getpid()))
     fh.flush()
     return fh
+
+
+def pool_for(opts: BatchOptions) -> GradingPool:
+    """Where the students are graded: worker processes here, or a Dask cluster's workers."""
+    if opts.scheduler:
+        from .dask_pool import DaskPool
+
+        return DaskPool(opts)
+    from .local_pool import LocalPool
+
+    return LocalPool(opts)
 
 
 def _terminate_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
@@ -266,12 +224,8 @@ def _grade_batch(opts: BatchOptions,
 
     interrupted = False
     try:
-        if todo and opts.scheduler:
-            from .cluster import grade_on_cluster
-
-            grade_on_cluster(opts, todo, submissions, finish)
-        elif todo:
-            _grade_here(opts, todo, submissions, finish)
+        if todo:
+            pool_for(opts).grade(todo, submissions, finish)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -279,90 +233,3 @@ def _grade_batch(opts: BatchOptions,
     ordered = [results[s] for s in submissions if s in results]
     return BatchResult(ordered, graded_now=finished_now, skipped=skipped,
                        interrupted=interrupted, wall_s=time.monotonic() - t0)
-
-
-def _grade_here(opts: BatchOptions, todo: list[str], submissions: dict[str, str],
-                finish: Callable[[StudentOutcome, int], None]) -> None:
-    """Grade ``todo`` with worker processes on this machine; ``finish`` each student."""
-    n_workers = max(1, min(opts.workers, len(todo)))
-    log = open(opts.out_dir / "workers.log", "a")
-    workers: list[worker_process.WorkerProcess] = []
-    pending = list(todo)
-    interrupted = False
-    sel = selectors.DefaultSelector()
-    deaths: dict[str, int] = {}
-
-    def done(outcome: StudentOutcome) -> None:
-        finish(outcome, sum(1 for w in workers if w.student))
-
-    def start_worker(index: int) -> worker_process.WorkerProcess:
-        w = worker_process.WorkerProcess(worker_command(opts), index, log)
-        sel.register(w.proc.stdout, selectors.EVENT_READ, w)
-        return w
-
-    def replace(w: worker_process.WorkerProcess) -> None:
-        sel.unregister(w.proc.stdout)
-        w.kill()
-        workers[workers.index(w)] = start_worker(w.index)
-
-    worker_process.remove_stale_scratch()
-    try:
-        workers.extend(start_worker(i) for i in range(n_workers))
-        if opts.before_grading is not None:
-            try:
-                opts.before_grading()
-            except BaseException:
-                for w in workers:
-                    w.kill()
-                workers.clear()
-                raise
-        while pending or any(w.student for w in workers):
-            for w in workers:
-                if w.student is None and pending:
-                    w.send(pending.pop(0))
-            for key, _ in sel.select(timeout=0.5):
-                w: worker_process.WorkerProcess = key.data
-                msg = w.read_message()
-                if msg is None:                         # the worker died under a submission
-                    student, took = w.student, time.monotonic() - w.started
-                    if student is not None:
-                        # The learner's code runs in a kernel of its own, not in the worker: a
-                        # dead worker is the machine's fault. Once more on a fresh worker; then
-                        # "not graded", never a 0, and the next run tries again.
-                        deaths[student] = deaths.get(student, 0) + 1
-                        if deaths[student] <= worker_process.WORKER_DEATH_RETRIES:
-                            pending.insert(0, student)
-                        else:
-                            done(worker_process.death_outcome(
-                                student, deaths[student], w.proc.poll(), took,
-                                submissions.get(student, "")))
-                    w.student = None
-                    replace(w)
-                    continue
-                if msg.get("ready"):
-                    continue
-                w.student = None
-                done(StudentOutcome.from_json(msg))
-            now = time.monotonic()
-            for w in list(workers):
-                if w.student and now - w.started > opts.submission_timeout_s:
-                    student = w.student
-                    replace(w)
-                    done(worker_process.record_lost_submission(
-                        opts.course_root, opts.assignment, opts.grading_config, student,
-                        "timeout", worker_process.timeout_reason(opts.submission_timeout_s),
-                        now - w.started, submissions.get(student, "")))
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        for w in workers:               # every idle worker winds down at once, not in turn
-            if not (w.student or interrupted):
-                w.ask_to_stop()
-        for w in workers:
-            if w.student or interrupted:
-                w.kill()
-            else:
-                w.close()
-        sel.close()
-        log.close()

@@ -6,7 +6,7 @@ Run it in the course root (or pass ``--course``). It grades what is not graded y
 the next run continues where it stopped. Before anyone is graded, a preflight starts one
 sandboxed kernel and one kernel launch as grading will (:mod:`ptxlab.grading.preflight`).
 With ``--scheduler ADDRESS`` the submissions are graded on a Dask cluster's workers, each of
-which runs that preflight itself (:mod:`ptxlab.grading.cluster`); ``--workers`` then does not
+which runs that preflight itself (:mod:`ptxlab.grading.dask_pool`); ``--workers`` then does not
 apply.
 """
 from __future__ import annotations
@@ -16,9 +16,10 @@ import errno
 import sys
 from pathlib import Path
 
-from .batch import BatchBusy, BatchOptions, GraderDiskFull, default_workers, grade_batch
+from .batch import BatchBusy, GraderDiskFull, grade_batch
+from .options import BatchOptions, default_workers
 from .preflight import run_preflight
-from .report import write_csv, write_plot, write_summary
+from .report import flagged_students, write_csv, write_plot, write_summary
 
 __all__ = ["add_arguments", "run"]
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     def preflight() -> None:
         """While the workers start: one sandboxed kernel and one launch, as grading does."""
-        check = run_preflight(course, args.grading_config)
+        check = run_preflight(course, args.grading_config, assignment=args.assignment)
         if not check.ok:
             raise PreflightFailed(check.problem)
         how = " through the warm launch service" if check.route == "service" else ""
@@ -127,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"graded {result.graded_now} now, {result.skipped} already graded; "
           f"{len(result.outcomes)} students in {csv_path} and {summary}"
           + (f" ({plot.name})" if plot else ""))
+    flagged = flagged_students(result.outcomes)
+    if flagged:
+        print(f"{len(flagged)} flagged for a person ({', '.join(flagged[:10])}"
+              f"{' ...' if len(flagged) > 10 else ''}): their reasons are in the summary; grade "
+              "them in the formgrader's Manual Grading")
     not_graded = [o.student for o in result.outcomes if not o.counted]
     if not_graded:
         print(f"{len(not_graded)} not graded because the machine failed, not the submission "

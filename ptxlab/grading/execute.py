@@ -1,13 +1,16 @@
-"""nbgrader's Execute step, hardened for grading untrusted notebooks.
+"""Sandboxed execution: nbgrader's Execute step, hardened for grading untrusted notebooks.
 
-:class:`GradingExecute` replaces nbgrader's ``Execute`` preprocessor in ``autograde`` (see
-``autograder/nbgrader_config.py``). What it changes:
+:class:`SandboxedExecute` replaces nbgrader's ``Execute`` preprocessor in ``autograde`` (see
+``autograder/nbgrader_config.py``, which lists the grading steps around it). It is the only step
+that talks to learner code, and only through the notebook's kernel:
 
 * every notebook kernel is started by
   :class:`~ptxlab.grading.kernel_manager.SandboxedKernelManager`, inside the sandbox with its
-  limits;
-* the test cells decide nothing: the grader reads the notebook's answers as data after its last
-  cell and judges them itself (:mod:`ptxlab.grading.verdicts`);
+  limits, with the client-only ``ptxlab`` (:mod:`ptxlab.grading.client_package`);
+* right after each test cell has run, the judge's questions for it (planned by
+  :class:`~ptxlab.grading.judge_steps.DrawQuestions`) are put to the notebook and its replies,
+  plain data, are kept for :class:`~ptxlab.grading.judge_steps.JudgeAnswers` -- so the answers
+  judged are the ones the test cell saw, whatever a later cell rebinds;
 * a kernel that dies (a crash, the memory limit) or will not stop after a cell's timeout no
   longer throws the whole submission away, as stock nbgrader does: the cell gets an error
   output saying what happened, the cells after it are marked as not run, and nbgrader goes on to
@@ -17,26 +20,15 @@
   code never writes into ``autograded/``, where nbgrader then saves the graded notebook;
 * a kernel is stopped as soon as its notebook has run (no graceful-shutdown wait), and the
   kernel for the next notebook is already starting while this one runs (a *spare*, in a fresh
-  sandbox of its own), so no notebook waits for a kernel to boot;
-* every cell that launched learner kernels gets a line saying where they ran (the GPU, or the
-  CPU model on a machine without one), and the notebook a note at the top summing it up, so the
-  feedback says which backend graded the kernels.
-
-A learner kernel launch is limited to at most half the cell's time limit, so a kernel that
-never finishes is stopped -- and named -- by its own limit before the cell's limit fires.
+  sandbox of its own), so no notebook waits for a kernel to boot.
 """
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
-import secrets
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -44,19 +36,18 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
-from . import verdicts
+from . import judge
+from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
 from .launch_service_pool import shutdown_launch_services
-from ..run.backends import SERVICE_REQUIRED_ENV
+from .sandbox_client import OFF_STOP_NOTE
 from ..run.errors import UntrustedFile
-from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
-from ..run.launch_client import SERVICE_ENV, SESSION_ENV
-from ..run.launch_log import LAUNCH_LOG_ENV, read_launch_log
+from ..run.launch_log import read_launch_log
 from ..run.untrusted_files import read_regular
-from ..teach.graded import GRADED_BY_GRADER_ENV
+from ..teach import answers
 
-__all__ = ["GradingExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
-           "effective_launch_timeout", "BACKEND_NOTE_TAG"]
+__all__ = ["SandboxedExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
+           "effective_launch_timeout", "shutdown_spare_kernels", "FOLLOW_UP_ROUNDS"]
 
 #: The first words of the error names this module writes into a notebook.
 KERNEL_DIED = "KernelDied"
@@ -64,8 +55,9 @@ NOT_RUN = "NotRun"
 UNTRUSTED_FILE = "UntrustedFile"
 #: Output the grader keeps of the cell that hands the answers back (their values as data).
 HARVEST_OUTPUT_BYTES = 256_000_000
-#: Cell tag of the note the grader puts at the top of a graded notebook.
-BACKEND_NOTE_TAG = "ptxlab-grading-note"
+#: How many more times a test cell's answers are asked when the exercise's questions depend on
+#: the replies (none of the course's do; the rounds are a bound, not a loop).
+FOLLOW_UP_ROUNDS = 2
 #: Spare kernels of this process, by what they were started for (at most one each).
 _SPARES: dict[str, SandboxedKernelManager] = {}
 
@@ -98,8 +90,9 @@ def shutdown_spare_kernels() -> None:
 atexit.register(shutdown_spare_kernels)
 
 
-class GradingExecute(Execute):
-    """nbgrader's Execute with sandboxed kernels and a submission that survives its kernel."""
+class SandboxedExecute(Execute):
+    """nbgrader's Execute with sandboxed kernels, the judge's questions asked after each test
+    cell, and a submission that survives its kernel."""
 
     kill_grace_s = Integer(5, config=True,
                            help="seconds a timed-out cell gets to stop after the interrupt")
@@ -110,6 +103,10 @@ class GradingExecute(Execute):
                                    "answers the notebook hands back as data (learner code "
                                    "never judges itself); off: the test cells' own outcome, "
                                    "as stock nbgrader")
+    #: The notebook being run is judged outside (its test cells grade exercises): its kernel
+    #: gets the client-only ``ptxlab``. A notebook whose tests are plain code keeps the real
+    #: package, and its test cells decide, as in stock nbgrader.
+    _judged_outside = False
 
     max_output_bytes = Integer(4_000_000, config=True,
                                help="bytes of output the grader keeps of one cell while it runs "
@@ -165,7 +162,7 @@ class GradingExecute(Execute):
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         if isinstance(km, SandboxedKernelManager):
-            km.graded_outside = self.verdicts_by_grader
+            km.graded_outside = self._judged_outside
             if self.timeout:
                 km.cell_timeout_s = float(self.timeout)
         return km
@@ -175,6 +172,8 @@ class GradingExecute(Execute):
         # kernel. Leaving setup_kernel() shuts the kernel down, a dead or stuck one included.
         from nbclient import NotebookClient
 
+        plan: judge.GradingPlan | None = (resources or {}).get(judge.PLAN_KEY)
+        self._judged_outside = bool(self.verdicts_by_grader and plan is not None and plan.slots)
         spare_key = None
         if km is None and self.kernel_manager_class is SandboxedKernelManager:
             # The kernel always works in a private folder holding copies of the notebook's
@@ -193,21 +192,26 @@ class GradingExecute(Execute):
         self._check_assign_resources(resources)
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
-        launches: list[dict] = []
-        slots, trusted = self._answer_slots(resources)
-        seed, record, lost = verdicts.new_seed(), None, None
+        launches = self.resources.setdefault(LAUNCHES_KEY, [])
         with self.setup_kernel(cleanup_kc=True):
             assert self.kc
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             assert info_msg
             self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
-            log_path = getattr(self.km, "launch_log", None)
+            # A notebook judged outside launches nothing (its ptxlab is the client): the grader
+            # reads no file of its sandbox.
+            log_path = None if self._judged_outside else getattr(self.km, "launch_log", None)
             offset = 0
             for index, cell in enumerate(self.nb.cells):
                 try:
                     self.preprocess_cell(cell, resources, index)
                 except (DeadKernelError, CellTimeoutError) as exc:
                     self._give_up_from(index, exc)
+                    if plan is not None:
+                        plan.lost.update({s.key: "the notebook's kernel was lost before the "
+                                          "test cell of this answer ran (see the cell that "
+                                          "stopped it)" for s in plan.slots
+                                          if s.key not in plan.replies})
                     break
                 finally:
                     if log_path is not None:
@@ -219,60 +223,67 @@ class GradingExecute(Execute):
                                               "it is not read any more"))
                             records, log_path = [], None
                         if records:
-                            _note_cell_backend(self.nb.cells[index], records)
-                            launches.extend(records)
-            if slots:
-                record, lost = self._harvest(slots, seed)
-        if slots:
-            self._judge(slots, seed, record, lost, trusted, launches)
-        _note_notebook_backend(self.nb, launches)
+                            launches.append((index, records))
+                if plan is not None and self._judged_outside:
+                    due = plan.slots_of(cell)
+                    if due:
+                        self._ask(plan, due)
         self.set_widgets_metadata()
         return self.nb, self.resources
 
-    # -- verdicts by the grader ----------------------------------------------------------------
-
-    def _source_notebook(self, resources) -> Path | None:
-        """The instructor's version of this notebook (``source/``, else ``release/``)."""
-        info = (resources or {}).get("nbgrader") or {}
-        if not info.get("assignment") or not info.get("notebook"):
+    def on_cell_executed(self, **kwargs):
+        # In a notebook judged outside, a cell (never a test cell) that stopped only at a
+        # picture or a run switched off for grading ends with the client's note, not an error
+        # the feedback would blame on the learner.
+        cell = kwargs.get("cell")
+        if (self._judged_outside and cell is not None and not judge.is_test_cell(cell)
+                and _stopped_at_off(cell)):
             return None
-        from nbgrader.coursedir import CourseDirectory
+        return super().on_cell_executed(**kwargs)
 
-        cd = CourseDirectory(config=self.config)
-        for folder in (cd.source_directory, cd.release_directory):
-            path = Path(cd.format_path(folder, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
-            if path.is_file():
-                return path
-        return None
+    # -- the judge's questions, put to the notebook ---------------------------------------------
 
-    def _answer_slots(self, resources) -> tuple[list[verdicts.AnswerSlot], set[str]]:
-        """What the test cells grade, resolved with the instructor's imports (the notebook's
-        own when the instructor's copy is not at hand), and the instructor's code cells (a
-        cell of the submission equal to one of them is not the learner's code)."""
-        if not self.verdicts_by_grader:
-            return [], set()
-        path = self._source_notebook(resources)
-        if path is None:
-            return verdicts.answer_slots(
-                self.nb, verdicts.exercise_aliases(verdicts.code_sources(self.nb))), set()
-        import nbformat
+    def _ask(self, plan: judge.GradingPlan, slots: list[answers.AnswerSlot]) -> None:
+        """Put the judge's questions for ``slots`` to the notebook now (right after their test
+        cell) and keep its replies in ``plan``; ask again, at most :data:`FOLLOW_UP_ROUNDS`
+        times, where the exercise's next questions depend on the replies."""
+        questions: dict[str, list[dict]] | None = None
+        for _ in range(1 + FOLLOW_UP_ROUNDS):
+            requests = plan.requests(slots, questions)
+            replies, lost = self._hand_back(requests)
+            if replies is None:
+                plan.lost.update({s.key: lost or "" for s in slots})
+                return
+            for slot in slots:
+                reply = replies.get(slot.key)
+                if reply is None:
+                    continue
+                old = plan.replies.get(slot.key)
+                if isinstance(old, dict) and isinstance(old.get("calls"), dict) and isinstance(
+                        reply.get("calls"), dict):
+                    reply = {"calls": {**reply["calls"], **old["calls"]}}
+                plan.replies[slot.key] = reply
+            questions = {}
+            for slot in slots:
+                more = answers.missing_questions(slot, plan.replies.get(slot.key),
+                                                  plan.seed_of(slot))
+                if more:
+                    questions[slot.key] = more
+            slots = [s for s in slots if s.key in questions]
+            if not slots:
+                return
 
-        source = nbformat.read(str(path), as_version=4)
-        aliases = verdicts.exercise_aliases(verdicts.code_sources(source))
-        return verdicts.answer_slots(self.nb, aliases), verdicts.trusted_cell_sources(source)
-
-    def _harvest(self, slots: list[verdicts.AnswerSlot],
-                 seed: int) -> tuple[dict | None, str | None]:
-        """Ask the notebook's kernel for its answers, as data: ``(record, None)``, or
-        ``(None, why there is none)``."""
+    def _hand_back(self, requests: list[dict]) -> tuple[dict[str, dict] | None, str | None]:
+        """Run the hand-back cell: ``(replies, None)``, or ``(None, why there are none)``."""
         from nbformat.v4 import new_code_cell
 
+        token = judge.new_token()
         try:
             if not run_sync(self.km.is_alive)():
                 why = getattr(self, "_lost_why", None) or _kernel_stop_note(self.km)
                 return None, ("the notebook's kernel was lost before its answers could be "
                               "read" + (f": {why}" if why else " (see the cell that stopped it)"))
-            cell = new_code_cell(verdicts.harvest_code(slots, seed))
+            cell = new_code_cell(judge.hand_back_code(requests, token))
             self.nb.cells.append(cell)     # nbclient writes the cell back at its index
             self._harvest_index = len(self.nb.cells) - 1
             try:
@@ -285,72 +296,24 @@ class GradingExecute(Execute):
                 f"reading the answers ran past the {self.timeout} s cell limit (is an answer "
                 "function very slow?)" if isinstance(exc, CellTimeoutError) else
                 f"reading the notebook's answers failed ({type(exc).__name__})")
-        record = verdicts.read_record(cell.get("outputs", []), seed)
-        if record is not None:
-            return record, None
+        replies = judge.read_replies(cell.get("outputs", []), token)
+        if replies is not None:
+            return replies, None
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         return None, ("the notebook did not hand its answers back" + (
             f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})"
             if errors else " (did a cell replace the notebook's display machinery?)"))
 
-    def _judge(self, slots: list[verdicts.AnswerSlot], seed: int, record: dict | None,
-               lost: str | None, trusted: set[str], launches: list[dict]) -> None:
-        """Judge the answers here and write the verdicts into the test cells; the grader's
-        own kernel launches are added to ``launches``."""
-        log_dir = Path(tempfile.mkdtemp(prefix="ptxlab-verdict-"))
-        log_path, offset = log_dir / "launches.jsonl", 0
-        by_cell: dict[str, list[dict]] = {}
-
-        def collect(slot: verdicts.AnswerSlot) -> None:
-            nonlocal offset
-            records, offset = read_launch_log(log_path, offset)
-            by_cell.setdefault(slot.cell, []).extend(
-                {**r, "route": f"grader, {r.get('route', '')}".rstrip(", ")} for r in records)
-
-        try:
-            with self._grader_launches(log_path):
-                results = verdicts.judge_notebook(self.nb, slots, record, seed, trusted,
-                                                  on_judged=collect, lost=lost)
-        finally:
-            shutil.rmtree(log_dir, ignore_errors=True)
-        verdicts.write_verdicts(self.nb, results, seed)
-        for cell in self.nb.cells:
-            records = by_cell.get(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"))
-            if records:
-                _note_cell_backend(cell, records)
-                launches.extend(records)
-
-    def _grader_launches(self, log_path: Path):
-        """Kernel answers launched by the grader go to its sandboxed launch service (always on
-        for this); where none can run, each of them fails as a fault of the machine
-        (``ServiceUnavailable``: the submission is not graded and the next run grades it)."""
-        km = self.km if isinstance(self.km, SandboxedKernelManager) else self._new_manager("")
-        # Compiled and run only in the service's sandbox, in an executor of their own (a fresh
-        # session): never in this process, never in a child of it.
-        env = {"PTXLAB_ISOLATE": "1", TIMEOUT_ENV: f"{km.launch_timeout():g}",
-               MEMORY_ENV: str(km.launch_memory_mb), LAUNCH_LOG_ENV: str(log_path),
-               SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None, SERVICE_REQUIRED_ENV: "1",
-               SESSION_ENV: "judge-" + secrets.token_hex(16)}
-        try:
-            service = km._launch_service_socket(dict(os.environ), km.service_hidden_paths(),
-                                                km.launch_timeout(), mode="on")
-        except Exception as exc:
-            self.log.warning("no launch service for the grader's launches: %s", exc)
-            service = None
-        if service:
-            env[SERVICE_ENV] = service
-        return _environment(env)
-
     def _spare_key(self, nb: NotebookNode) -> str:
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name") or ""
         settings = {k: dict(self.config.get(k, {})) for k in ("SandboxedKernelManager",)}
         return json.dumps([name, self.timeout, self.extra_arguments, settings,
-                           self.verdicts_by_grader], sort_keys=True, default=str)
+                           self._judged_outside], sort_keys=True, default=str)
 
-    def _new_manager(self, kernel_name: str) -> SandboxedKernelManager:
+    def _new_manager(self, kernel_name: str, judged_outside: bool) -> SandboxedKernelManager:
         kw = {"kernel_name": kernel_name} if kernel_name else {}
         km = SandboxedKernelManager(config=self.config, **kw)
-        km.graded_outside = self.verdicts_by_grader
+        km.graded_outside = judged_outside
         if self.timeout:
             km.cell_timeout_s = float(self.timeout)
         return km
@@ -359,7 +322,8 @@ class GradingExecute(Execute):
         """Start a kernel for the next notebook of the same kind; a failure costs nothing."""
         if key in _SPARES:
             return
-        km = self._new_manager(json.loads(key)[0])
+        kind = json.loads(key)
+        km = self._new_manager(kind[0], bool(kind[-1]))
         km.spare = True
         try:
             args = list(self.extra_arguments) or ["--HistoryManager.hist_file=:memory:"]
@@ -405,16 +369,12 @@ class GradingExecute(Execute):
         self.log.warning("Kernel lost in cell %d: %s", index, why)
 
 
-@contextlib.contextmanager
-def _environment(changes: dict[str, str | None]) -> Iterator[None]:
-    """Set (or, for ``None``, remove) environment variables for the duration of a block."""
-    with mock.patch.dict(os.environ):
-        for key, value in changes.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        yield
+def _stopped_at_off(cell: NotebookNode) -> bool:
+    """The cell's last output is the client's line saying it stopped at something off."""
+    outputs = cell.get("outputs") or []
+    last = outputs[-1] if outputs else {}
+    return (last.get("output_type") == "stream"
+            and str(last.get("text", "")).lstrip().startswith(OFF_STOP_NOTE))
 
 
 def _kernel_stop_note(km) -> str:
@@ -462,70 +422,3 @@ def _copy_tree(source: Path, dest: Path) -> None:
             shutil.copytree(item, target, symlinks=True, dirs_exist_ok=True)
         else:
             shutil.copy2(item, target)
-
-
-def _where(record: dict) -> str:
-    backend, device = record.get("backend", ""), record.get("device", "")
-    if backend == "gpu":
-        return f"the GPU, {device}" if device else "the GPU"
-    if backend == "cpu":
-        return "the CPU backend (PTX interpreter)"
-    return "no backend (the launch failed before one was chosen)"
-
-
-def _launch_summary(records: list[dict]) -> str:
-    """``"the GPU, NVIDIA H100 ... (2 launches of 'load_tile')"``, per place the kernels ran."""
-    groups: dict[str, list[dict]] = {}
-    for rec in records:
-        groups.setdefault(_where(rec), []).append(rec)
-    parts = []
-    for where, recs in groups.items():
-        kernels = ", ".join(dict.fromkeys(f"'{r.get('kernel', '?')}'" for r in recs))
-        n = len(recs)
-        failed = sum(r.get("outcome") != "ok" for r in recs)
-        detail = f"{n} launch{'es' if n != 1 else ''} of {kernels}"
-        if failed:
-            detail += f", {failed} of them stopped or failed"
-        parts.append(f"{where} ({detail})")
-    return "; ".join(parts)
-
-
-def _note_cell_backend(cell: NotebookNode, records: list[dict]) -> None:
-    """A line in the cell's output, and its metadata, saying where its kernels ran."""
-    cell.setdefault("outputs", []).append(NotebookNode(
-        output_type="stream", name="stdout",
-        text=f"[grader] the kernels of this cell ran on {_launch_summary(records)}\n"))
-    meta = cell.setdefault("metadata", NotebookNode()).setdefault("ptxlab", NotebookNode())
-    meta["kernel_launches"] = [
-        {k: r.get(k) for k in ("kernel", "backend", "device", "outcome", "seconds", "route")}
-        for r in records]
-
-
-def grading_note(records: list[dict]) -> str:
-    """The note at the top of a graded notebook: where its kernels ran, and why there."""
-    backends = sorted({r.get("backend", "") for r in records if r.get("backend")})
-    summary = _launch_summary(records)
-    if backends == ["cpu"]:
-        why = next((r.get("reason", "") for r in records if r.get("reason")), "")
-        why = why.removeprefix("auto: ").removesuffix("; using the CPU model")
-        text = ("**Grading note.** The grading machine has no GPU that could run your kernels"
-                + (f" ({why})" if why else "") + ", so they ran on " + summary + ", which "
-                "reproduces each PTX instruction's result bit for bit but not its speed.")
-    else:
-        text = f"**Grading note.** Your kernels ran on {summary}."
-    return text
-
-
-def _note_notebook_backend(nb: NotebookNode, records: list[dict]) -> None:
-    """A note at the top of the graded notebook (so in the feedback) naming the backend."""
-    nb.cells = [c for c in nb.cells if BACKEND_NOTE_TAG not in c.get("metadata", {}).get("tags", [])]
-    if not records:
-        return
-    backends = sorted({r.get("backend", "") for r in records if r.get("backend")})
-    nb.metadata.setdefault("ptxlab", {})["kernel_backends"] = backends
-    from nbformat.v4 import new_markdown_cell
-
-    note = new_markdown_cell(grading_note(records), metadata={"tags": [BACKEND_NOTE_TAG]})
-    if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) < 5:
-        note.pop("id", None)           # cell ids exist from nbformat 4.5 on
-    nb.cells.insert(0, note)

@@ -19,7 +19,7 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Float, Integer, List, Unicode
 
-from . import sandbox
+from . import client_package, sandbox
 from .launch_service_pool import service_socket, wants_service
 from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
 from ..run.launch_client import SERVICE_ENV, SESSION_ENV
@@ -100,11 +100,11 @@ class SandboxedKernelManager(AsyncKernelManager):
     launch_memory_mb = Integer(4096, config=True,
                                help="resident-memory limit of one isolated kernel launch, MiB")
     cell_timeout_s = Float(None, allow_none=True,
-                           help="the notebook cell's time limit (set by GradingExecute)")
+                           help="the notebook cell's time limit (set by SandboxedExecute)")
     spare = Bool(False, help="started before its notebook is known: the kernel works in an "
                              "empty private folder that receives the notebook's files later")
     graded_outside = Bool(True, help="the grader computes the verdicts from recorded answers "
-                                     "(set by GradingExecute): checks in the notebook only "
+                                     "(set by SandboxedExecute): checks in the notebook only "
                                      "say so")
 
     _private_dir: Path | None = None
@@ -175,13 +175,26 @@ class SandboxedKernelManager(AsyncKernelManager):
         # service serves them all), and the course this notebook's folder lies in.
         configured = self.service_hidden_paths()
         hidden = configured + _course_paths_of(workdir)
-        service = self._launch_service_socket(env, configured, launch_timeout)
+        overlays: list[tuple[Path, Path]] = []
+        if self.graded_outside:
+            # The notebook holds no answer: its ptxlab is the client only, and it launches
+            # nothing (the judge runs the kernels), so it gets no launch service either.
+            overlays, covered = client_package.overlays()
+            hidden += covered
+            service = None
+            if self.sandbox_mode == "none":     # no mounts: the client comes first on the path
+                inner_env["PYTHONPATH"] = os.pathsep.join(
+                    [str(client_package.client_tree()), inner_env.get("PYTHONPATH", "")]).rstrip(
+                    os.pathsep)
+        else:
+            service = self.launch_service_socket(env, configured, launch_timeout)
         if service:
             inner_env[SERVICE_ENV] = service
         if self.sandbox_mode == "bwrap":
             policy = sandbox.SandboxPolicy(
                 workdir=workdir, private_dir=self._private_dir, hidden=hidden, gpu=self.gpu,
-                sockets=[Path(service)] if service else [], tmp_size_mb=self.kernel_memory_mb)
+                sockets=[Path(service)] if service else [], tmp_size_mb=self.kernel_memory_mb,
+                overlays=overlays)
             kernel_cmd = sandbox.sandbox_argv(policy, boot, env=inner_env)
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
         elif self.sandbox_mode == "none":
@@ -199,7 +212,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     def launch_timeout(self) -> float:
         return effective_launch_timeout(self.launch_timeout_s, self.cell_timeout_s)
 
-    def _launch_service_socket(self, env: dict[str, str], hidden: list[Path],
+    def launch_service_socket(self, env: dict[str, str], hidden: list[Path],
                                launch_timeout: float, mode: str | None = None) -> str | None:
         """This worker's warm launch service, when it is wanted (``mode``, default the
         configured one) and can run."""

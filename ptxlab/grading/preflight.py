@@ -1,5 +1,10 @@
 """Before anyone is graded: start one notebook kernel and one kernel launch exactly as grading will.
 
+The notebook kernel starts in the grading sandbox with the client-only ``ptxlab`` and hands back
+a reply as the judge will ask for it; the probe kernel is launched where the judge launches
+kernel answers (the grader's isolated launch path). Where the notebooks' own test cells decide
+(``PTXLAB_VERDICTS=notebook``), the probe is launched inside the notebook kernel instead.
+
 A sandbox that cannot start a kernel (a library folder it does not mount, a missing ``bwrap``), or
 a kernel in which no launch can run, would otherwise give every student of the class a 0 with an
 opaque reason. ``ptxlab grade`` runs this first and stops, writing nothing, with the reason and
@@ -35,6 +40,12 @@ assert (_r.outputs[0] == 3 * np.arange(32) + 1).all(), _r.outputs[0]
 _log = os.environ.get("{LAUNCH_LOG_ENV}", "")
 _route = json.loads(open(_log).read().splitlines()[-1]).get("route", "") if _log and os.path.exists(_log) else ""
 print("{_MARK}", _r.backend, "|", _r.device, "|", _route)
+'''
+_CLIENT_CELL = f'''import ptxlab
+assert getattr(ptxlab, "GRADING_CLIENT", False), "the notebook's ptxlab is not the grading client"
+answer = lambda lane: 3 * lane + 1
+ptxlab.hand_back(get_ipython().user_ns, '[{{"key": "k", "answer": "answer", "questions": [{{"key": "q", "args": [2]}}]}}]', "t")
+print("PTXLAB-CLIENT ok")
 '''
 _FIX = ("autograder/README.md (the sandbox) says how to set it up; PTXLAB_SANDBOX=none grades "
         "without the sandbox (trusted notebooks only)")
@@ -82,6 +93,8 @@ def sandbox_problem(sandbox_mode: str) -> str | None:
 def _outputs_text(nb) -> str:
     parts = []
     for cell in nb.cells:
+        if cell.get("source", "").startswith(f"# {_MARK}"):     # the grader's own probe
+            parts.append(cell["source"][2:])
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
                 parts.append(out.get("text", ""))
@@ -90,15 +103,68 @@ def _outputs_text(nb) -> str:
     return "".join(parts)
 
 
+class _GraderProbeFailed(RuntimeError):
+    """The probe kernel, launched where the judge launches kernel answers, failed."""
+
+
+def _grader_probe(cfg, work: Path) -> str:
+    """Launch the probe where the judge launches kernel answers; the line the notebook probe
+    would have printed (``MARK backend | device | route``), as a cell's source to read back."""
+    import json
+
+    import numpy as np
+
+    from ..run import backends
+    from .judge_steps import grader_launches
+
+    log = work / "grader-launches.jsonl"
+    try:
+        with grader_launches(cfg, log):
+            result = backends.launch(PROBE_SOURCE, "preflight", args=[np.zeros(32, np.uint32)])
+    except Exception as exc:  # noqa: BLE001 - the launch's own error, quoted
+        raise _GraderProbeFailed(f"{type(exc).__name__}: {str(exc)[:1000]}") from None
+    if not (result.outputs[0] == 3 * np.arange(32) + 1).all():
+        raise _GraderProbeFailed(f"wrong output {result.outputs[0]!r}")
+    route = ""
+    if log.exists():
+        lines = log.read_text().splitlines()
+        route = json.loads(lines[-1]).get("route", "") if lines else ""
+    line = f"{_MARK} {result.backend} | {result.device} | {route}"
+    return f"# {line}\n"
+
+
+def _judged_by_the_grader(course: Path, assignment: str | None) -> bool:
+    """Whether ``assignment``'s notebooks grade answers through exercises (so the judge judges
+    them and their kernels get the client); unknown assignment: yes."""
+    if not assignment:
+        return True
+    import nbformat
+
+    from . import judge
+
+    notebooks = sorted((Path(course) / "source" / assignment).glob("*.ipynb"))
+    for path in notebooks:
+        try:
+            nb = nbformat.read(str(path), as_version=4)
+        except Exception:  # noqa: BLE001 - an unreadable source is nbgrader's error to report
+            continue
+        if judge.answer_slots(nb, judge.exercise_aliases(judge.code_sources(nb))):
+            return True
+    return not notebooks
+
+
 def run_preflight(course: Path, grading_config: Path | None = None, *,
-                  timeout_s: float = 180.0) -> PreflightResult:
-    """Start one notebook kernel as grading does and launch the probe kernel in it."""
+                  timeout_s: float = 180.0, assignment: str | None = None) -> PreflightResult:
+    """Start one notebook kernel as grading does and launch the probe kernel where grading
+    will: in the notebook's kernel for notebooks whose test cells decide, where the judge
+    launches kernel answers for notebooks it judges (``assignment`` says which; default: the
+    judge's)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     from .kernel_manager import SandboxedKernelManager
-    from .worker import load_grading_config
+    from .grading_worker import load_grading_config
 
     t0 = time.monotonic()
     cfg = load_grading_config(course, grading_config)
@@ -106,20 +172,32 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     problem = sandbox_problem(settings.sandbox_mode)
     if problem:
         return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
+    judged_outside = (bool(cfg.get("SandboxedExecute", {}).get("verdicts_by_grader", True))
+                      and _judged_by_the_grader(course, assignment))
     work = Path(tempfile.mkdtemp(prefix="ptxlab-preflight-"))
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_PROBE_CELL)])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        _CLIENT_CELL if judged_outside else _PROBE_CELL)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     client = NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, config=cfg,
                             timeout=int(timeout_s), kernel_name="python3",
                             resources={"metadata": {"path": str(work)}})
     try:
+        client.km = client.create_kernel_manager()
+        client.km.graded_outside = judged_outside
         client.execute()
+        if judged_outside:
+            nb.cells.append(nbformat.v4.new_code_cell(_grader_probe(cfg, work)))
     except CellExecutionError:
         detail = _outputs_text(nb).strip()[-1500:]
         return PreflightResult(
-            problem=f"the notebook kernel started, but the probe kernel launch failed in it:\n"
-                    f"{detail}", seconds=time.monotonic() - t0)
+            problem=f"the notebook kernel started, but "
+                    f"{'its grading client' if judged_outside else 'the probe kernel launch'} "
+                    f"failed in it:\n{detail}", seconds=time.monotonic() - t0)
+    except _GraderProbeFailed as exc:
+        return PreflightResult(problem=f"the probe kernel launch failed where the grader launches "
+                                       f"kernel answers: {exc}",
+                               seconds=time.monotonic() - t0)
     except Exception as exc:  # noqa: BLE001 - a dead kernel, a timeout, a failed start alike
         return PreflightResult(
             problem=f"a notebook kernel could not start in the grading sandbox "

@@ -104,6 +104,15 @@ def _reason_kind(reason: str) -> str:
     return reason if len(reason) <= 160 else reason[:157] + "..."
 
 
+#: The words a flagged check's reason carries (written by the judge).
+_FLAGGED = "flagged for manual grading"
+
+
+def flagged_students(outcomes: Sequence[StudentOutcome]) -> list[str]:
+    """The students with at least one check flagged for a person."""
+    return [o.student for o in outcomes if any(_FLAGGED in c.reason for c in o.checks)]
+
+
 def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment: str,
                   wall_s: float | None = None, workers: int | None = None,
                   plot: Path | None = None, graded_on: str | None = None) -> Path:
@@ -143,6 +152,14 @@ def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment:
         for (nb, gid), n, reason in failing[:10]:
             reason = reason.replace("|", "\\|")
             lines.append(f"| {nb}/{gid} | {n} | {reason} |")
+    flagged = [(o, c) for o in outcomes for c in o.checks if _FLAGGED in c.reason]
+    if flagged:
+        lines += ["", "## Flagged for a person (score 0 until graded by hand: formgrader, "
+                  "Manual Grading)", "", "| student | check | why |", "| --- | --- | --- |"]
+        for o, c in sorted(flagged, key=lambda oc: (oc[0].student, oc[1].grade_id)):
+            why = c.reason.split(_FLAGGED, 1)[-1].lstrip(": ")
+            lines.append(f"| {o.student} | {c.notebook}/{c.grade_id} | "
+                         f"{why.replace('|', chr(92) + '|')} |")
     problems = [o for o in outcomes if o.status != "graded" and o.counted]
     if problems:
         lines += ["", "## Submissions nbgrader could not grade (zero, flagged for review)", "",

@@ -62,6 +62,9 @@ class SandboxPolicy:
     #: Show only the course's public headers of ``kernels/`` (a sandbox that compiles learner
     #: code: its include path, and its whole file system, hold no reference kernel).
     kernel_headers_only: bool = False
+    # (source, target): ``source`` shown read-only at ``target``, over what is mounted there
+    # (a graded notebook's client-only ``ptxlab`` over the real package)
+    overlays: list[tuple[Path, Path]] = field(default_factory=list)
 
 
 def bwrap_binary() -> str:
@@ -301,6 +304,10 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
                 covers.append(h)
             else:
                 argv += ["--ro-bind", "/dev/null", str(h)]
+    for source, target in policy.overlays:
+        target = target.resolve()
+        if any(_is_within(target, m) for m in mounted) and target.is_dir():
+            argv += ["--ro-bind", str(source.resolve()), str(target)]
     argv += ["--bind", str(workdir), str(workdir)]
     if policy.private_dir is not None:
         pd = policy.private_dir.resolve()

@@ -1,6 +1,6 @@
 """Moving one submission's grading between machines, as data: folders and gradebook rows.
 
-On a cluster (:mod:`ptxlab.grading.cluster`) the head keeps the only gradebook. A worker grades
+On a cluster (:mod:`ptxlab.grading.dask_pool`) the head keeps the only gradebook. A worker grades
 in a course of its own, whose gradebook holds the assignment's definitions and nothing of any
 student (:func:`template_gradebook`); what grading wrote there for one student is read out
 (:func:`export_grades`) and written into the head's gradebook (:func:`import_grades`), exactly

@@ -1,21 +1,21 @@
-"""Answers as data: what a learner's answer *gives*, recorded in the notebook, judged elsewhere.
+"""Answers as data: the learner's answer is *asked*, in the sandbox; it is judged here.
 
-A graded notebook runs in the grader's sandbox, where learner code could rewrite any Python
-object -- the checker included. So the sandbox never judges. It only *records*: for each
-exercise, the answer's values on the inputs the exercise asks about (drawn from a seed the grader
-chose for this run), or the answer itself when it is data (a choice, a CUDA source). The grader
-then runs the same exercise in its own process with :class:`Replay` in place of the learner's
-function: every call is answered from the record, so the comparison, the score and the message
-come from code the learner never touched, and a value the record lacks is simply wrong.
+In a grading run the notebook's process holds no answer: its ``ptxlab`` is the client only
+(:mod:`ptxlab.grading.sandbox_client`). So the questions come from here. For each graded answer
+the judge runs the exercise with :class:`Asker` in place of the learner's function, under a seed
+drawn for this run: every input the exercise asks about is written down (inputs only, never an
+expected value) and sent into the sandbox, which replies with the answer's values as plain data.
+Then the exercise runs again with :class:`Replay` in place of the learner's function: every
+call is answered from the replies, so the comparison, the score and the message come from code
+the learner never touched, and a value the replies lack is simply wrong.
 
-:func:`record_answers` runs in the notebook's kernel; :func:`judge` in the grader.
+Everything here runs in the grader; nothing here runs in the sandbox.
 """
 from __future__ import annotations
 
 import importlib
 import json
 import math
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +24,9 @@ import numpy as np
 from .checks import CheckResult, _exception_text
 from .exercises.base import Exercise, grading_seed
 
-__all__ = ["AnswerSlot", "Recorder", "Replay", "record_answers", "judge", "to_plain",
-           "MIME_TYPE", "MAX_RECORDED_CALLS"]
+__all__ = ["AnswerSlot", "Asker", "Replay", "questions", "missing_questions", "judge",
+           "to_plain", "text_problem", "MAX_RECORDED_CALLS"]
 
-#: The display type the recorded answers leave the notebook's kernel under.
-MIME_TYPE = "application/x-ptxlab-answers+json"
 #: A record longer than this is cut: no exercise asks that many questions.
 MAX_RECORDED_CALLS = 50_000
 #: Longest text that leaves the sandbox as itself (a kernel source is compiled up to 1 MiB);
@@ -105,7 +103,7 @@ class _Opaque:
         self.type_name, self.text = type_name, text
 
     def __repr__(self) -> str:
-        return self.text
+        return self.text or f"<{self.type_name}>"
 
     def __eq__(self, other: object) -> bool:
         return False
@@ -133,44 +131,41 @@ class RecordedError(Exception):
         self.recorded_text = text
 
 
-class Recorder:
-    """Stands in for the learner's function in the sandbox: calls it and writes down each
-    question and answer (or what it raised)."""
+class _Unasked(Exception):
+    """What :class:`Asker` answers: the exercise goes on to its next question."""
 
-    def __init__(self, fn: Callable):
-        self.fn = fn
-        self.calls: dict[str, Any] = {}
+
+class Asker:
+    """Stands in for the learner's function while the judge finds out what the exercise asks:
+    writes each input down and answers none."""
+
+    def __init__(self) -> None:
+        self.questions: dict[str, dict] = {}
 
     def __call__(self, *args, **kwargs):
+        self.note(args, kwargs)
+        raise _Unasked("not asked yet")
+
+    def note(self, args: tuple, kwargs: dict) -> None:
         key = _key(args, kwargs)
-        try:
-            out = self.fn(*args, **kwargs)
-        except NotImplementedError:
-            self._note(key, {"raised": "NotImplementedError"})
-            raise
-        except Exception as exc:
-            self._note(key, {"raised": type(exc).__name__[:60],
-                             "text": _exception_text(exc)[:500]})
-            raise
-        self._note(key, {"value": to_plain(out)})
-        return out
-
-    def _note(self, key: str, entry: dict) -> None:
-        if len(self.calls) < MAX_RECORDED_CALLS:
-            self.calls.setdefault(key, entry)
-
+        if key not in self.questions and len(self.questions) < MAX_RECORDED_CALLS:
+            self.questions[key] = {"key": key, "args": to_plain(list(args)),
+                                   "kwargs": {str(k): to_plain(v) for k, v in kwargs.items()}}
 
 class Replay:
-    """Stands in for the learner's function in the grader: answers from the record only."""
+    """Stands in for the learner's function in the grader: answers from the replies only."""
 
-    def __init__(self, calls: dict[str, Any]):
+    def __init__(self, calls: dict[str, Any], asker: Asker | None = None):
         self.calls = calls if isinstance(calls, dict) else {}
         self.missing = 0
+        self.asker = asker           # notes each input the replies lack
 
     def __call__(self, *args, **kwargs):
         entry = self.calls.get(_key(args, kwargs))
         if not isinstance(entry, dict):
             self.missing += 1
+            if self.asker is not None:
+                self.asker.note(args, kwargs)
             raise RecordedError("no answer was recorded for this input (the notebook stopped "
                                 "or changed the exercise before the grader asked)")
         if "value" in entry:
@@ -181,49 +176,50 @@ class Replay:
 
 
 # ---------------------------------------------------------------------------------------------
-# In the sandbox
-# ---------------------------------------------------------------------------------------------
-
-def _record_one(slot: AnswerSlot, namespace: dict) -> dict:
-    if slot.answer not in namespace:
-        return {"missing": True}
-    answer = namespace[slot.answer]
-    if not callable(answer):
-        return {"data": to_plain(answer)}
-    recorder = Recorder(answer)
-    try:
-        slot.exercise().evaluate(recorder, slot.hidden)
-    except Exception:          # what was asked before the failure is recorded; the rest is not
-        pass
-    return {"calls": recorder.calls}
-
-
-def record_answers(namespace: dict, slots: Iterable[AnswerSlot | dict], seed: int) -> dict:
-    """The answers of ``namespace`` (the notebook's variables) for every slot, as data.
-
-    Runs in the notebook's kernel; the exercises ask their questions exactly as the grader's
-    replay will (same seed, same code), so every question the grader asks has its answer."""
-    out: dict[str, dict] = {}
-    with grading_seed(seed):
-        for slot in slots:
-            slot = slot if isinstance(slot, AnswerSlot) else AnswerSlot.from_json(slot)
-            try:
-                out[slot.key] = _record_one(slot, namespace)
-            except Exception as exc:          # a broken answer is a recorded failure
-                out[slot.key] = {"error": _exception_text(exc)[:500]}
-    return {"seed": int(seed), "answers": out}
-
-
-def display_answers(namespace: dict, slots: list[dict], seed: int) -> None:
-    """Record the answers and hand them to the grader as one display message."""
-    from IPython.display import display
-
-    display({MIME_TYPE: record_answers(namespace, slots, seed)}, raw=True)
-
-
-# ---------------------------------------------------------------------------------------------
 # In the grader
 # ---------------------------------------------------------------------------------------------
+
+def questions(slot: AnswerSlot, seed: int) -> list[dict] | None:
+    """The inputs the exercise asks an answer function about under ``seed`` (each as
+    ``{"key", "args", "kwargs"}``), or ``None`` when it asks none (its answer is data: a
+    kernel's source, a choice). Computed here; only inputs ever go to the sandbox."""
+    asker = Asker()
+    with grading_seed(seed):
+        try:
+            slot.exercise().evaluate(asker, slot.hidden)
+        except Exception:        # the exercise stops at an unanswered question: asked so far
+            pass
+    return list(asker.questions.values()) or None
+
+
+def missing_questions(slot: AnswerSlot, entry: dict, seed: int) -> list[dict]:
+    """The inputs the exercise asks once it sees the replies in ``entry`` that they lack (an
+    exercise whose next question depends on an answer)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("calls"), dict):
+        return []
+    asker = Asker()
+    with grading_seed(seed):
+        try:
+            slot.exercise().evaluate(Replay(entry["calls"], asker), slot.hidden)
+        except Exception:
+            pass
+    return list(asker.questions.values())
+
+
+def text_problem(text: object) -> str:
+    """Why a text answer (a kernel's source) cannot be judged as it came, or ``""``: its bytes
+    are what a compiler reads, so a NUL (where a compiler stops reading) or a character with no
+    UTF-8 bytes makes what is inspected and what is compiled two different things."""
+    if not isinstance(text, str):
+        return ""
+    if "\x00" in text:
+        return "the answer's text holds a NUL character: the compiler would stop reading there"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"the answer's text is not valid UTF-8 text (position {exc.start})"
+    return ""
+
 
 def judge(slot: AnswerSlot, record: dict | None, seed: int,
           lost: str = "the notebook stopped before its answers could be read") -> CheckResult:
@@ -240,6 +236,12 @@ def judge(slot: AnswerSlot, record: dict | None, seed: int,
     if "error" in entry:
         return CheckResult(exercise.title, False, 0.0, f"reading your answer failed: "
                            f"{entry['error']}", status="error")
+    if "refused" in entry:
+        return CheckResult(exercise.title, False, 0.0, str(entry["refused"])[:300],
+                           status="invalid")
+    problem = text_problem(entry.get("data"))
+    if problem:
+        return CheckResult(exercise.title, False, 0.0, problem, status="invalid")
     answer: Any = (_from_plain(entry["data"]) if "data" in entry
                    else Replay(entry.get("calls") or {}))
     if isinstance(answer, tuple):

@@ -1,22 +1,24 @@
-"""Verdicts computed by the grader, from answers the notebook hands back as data.
+"""The judge: verdicts computed in the grader, from answers the sandbox hands back as data.
 
-The notebook of a submission still runs in the sandbox (the learner's feedback shows their own
-outputs), but its test cells no longer decide anything. After the last cell, the grader asks the
-notebook's kernel for its answers (:func:`harvest_code`): each answer function's values on the
-inputs of a seed drawn for this run, each kernel's source, each choice. Then, in the grader's own
-process, which never runs learner code:
+The notebook of a submission runs in the sandbox (the learner's feedback shows their own
+outputs), but it holds no answer and decides nothing. In the grader's own process, which never
+runs learner code:
 
-* every ``<exercise>.grade(<answer>)`` call of a test cell is judged by the exercise's own code
-  against the recorded values (:func:`ptxlab.teach.answers.judge`); kernel sources are compiled
-  and launched here, through the grader's isolated launch path, on values the notebook never saw;
-* an answer that reaches the course's reference implementations is flagged for a person
-  (:mod:`ptxlab.grading.reference_use`);
-* each test cell's outputs are replaced by the grader's report, an error when it failed, so
-  nbgrader's own ``SaveAutoGrades`` writes the grader's scores to the gradebook and the feedback
-  shows the grader's words.
-
-The test cells themselves are trusted text: nbgrader restores them from the gradebook before
-the notebook runs (its checksums), so which exercise grades which answer is the instructor's.
+* every ``<exercise>.grade(<answer>)`` call of a test cell (trusted text: nbgrader restores the
+  test cells before the notebook runs) becomes an :class:`AnswerSlot`;
+* for each slot the judge draws the questions (:func:`ptxlab.teach.answers.questions`): the
+  inputs the exercise asks about, from a seed drawn secretly for this run -- inputs only;
+* right after each test cell has run, the sandbox is asked those questions
+  (:func:`hand_back_code`) and replies with the answers' values as plain data (a kernel's source
+  as an exact ``str``), so a later cell that rebinds an answer changes nothing;
+* every slot is judged by the exercise's own code against the replies
+  (:func:`ptxlab.teach.answers.judge`); kernel sources are compiled and launched here, through
+  the grader's isolated launch path, on values drawn fresh for this run;
+* an answer that reaches the course's reference implementations, or a text answer that is not a
+  plain ``str``, is flagged for a person (:mod:`ptxlab.grading.reference_use`);
+* each test cell's outputs are replaced by the judge's report, an error when it failed, so
+  nbgrader's own ``SaveAutoGrades`` writes the judge's scores to the gradebook and the feedback
+  shows the judge's words.
 """
 from __future__ import annotations
 
@@ -29,14 +31,16 @@ from dataclasses import dataclass, field
 from nbformat.notebooknode import NotebookNode
 
 from ..run.errors import ServiceUnavailable
-from ..teach.answers import MIME_TYPE, AnswerSlot, judge
+from ..teach.answers import AnswerSlot, judge
 from ..teach.checks import CheckResult
+from .sandbox_client import MIME_TYPE
 from .reference_use import (Finding, flagged_answers, import_statements, include_findings,
                             reference_names)
 
-__all__ = ["AnswerSlot", "CellVerdict", "answer_slots", "exercise_aliases", "harvest_code",
-           "read_record", "judge_notebook", "write_verdicts", "new_seed", "VERDICT_ERROR",
-           "FLAGGED_ERROR", "code_sources"]
+__all__ = ["AnswerSlot", "CellVerdict", "answer_slots", "exercise_aliases", "hand_back_code",
+           "read_replies", "judge_notebook", "write_verdicts", "new_seed", "new_token",
+           "VERDICT_ERROR", "FLAGGED_ERROR", "code_sources", "is_test_cell", "grade_id",
+           "GradingPlan", "PLAN_KEY"]
 
 #: Error names the grader writes into a failed test cell.
 VERDICT_ERROR = "GraderVerdict"
@@ -45,7 +49,8 @@ _PACKAGE_ALIASES = {"ptxlab.exercises": "ptxlab.teach.exercises"}
 
 
 def new_seed() -> int:
-    """A seed for one notebook's hidden cases and kernel values: fresh every grading run."""
+    """A seed for one answer's hidden cases and kernel values: fresh every grading run, and one
+    per answer, so what one answer is asked says nothing of another's inputs."""
     return secrets.randbits(62)
 
 
@@ -55,6 +60,16 @@ def code_sources(nb: NotebookNode | dict) -> list[str]:
 
 def _nbgrader(cell) -> dict:
     return (cell.get("metadata") or {}).get("nbgrader") or {}
+
+
+def grade_id(cell) -> str | None:
+    """The nbgrader id of a cell, where it has one."""
+    return _nbgrader(cell).get("grade_id")
+
+
+def is_test_cell(cell) -> bool:
+    """An autograded test cell (not an answer cell)."""
+    return _is_test_cell(cell)
 
 
 def _is_test_cell(cell) -> bool:
@@ -115,17 +130,20 @@ def answer_slots(nb: NotebookNode | dict, aliases: dict[str, str]) -> list[Answe
     return slots
 
 
-def harvest_code(slots: Sequence[AnswerSlot], seed: int) -> str:
-    """The one cell the grader runs in the notebook's kernel after the last cell."""
-    data = json.dumps([s.to_json() for s in slots])
-    return ("import json as _ptxlab_json\n"
-            "from ptxlab.teach.answers import display_answers as _ptxlab_display_answers\n"
-            f"_ptxlab_display_answers(get_ipython().user_ns, _ptxlab_json.loads({data!r}), "
-            f"{int(seed)})\n")
+def new_token() -> str:
+    """A fresh token for one hand-back: its replies are read from the cell that ran it."""
+    return secrets.token_hex(16)
 
 
-def read_record(outputs: Sequence[dict], seed: int) -> dict | None:
-    """The answers among the harvest cell's outputs, if they came back whole."""
+def hand_back_code(requests: Sequence[dict], token: str) -> str:
+    """The one cell the grader runs in the notebook's kernel right after a test cell: the
+    client answers the judge's questions (``requests``) and hands the replies back."""
+    data = json.dumps(list(requests))
+    return (f"__import__('ptxlab').hand_back(get_ipython().user_ns, {data!r}, {token!r})\n")
+
+
+def read_replies(outputs: Sequence[dict], token: str) -> dict[str, dict] | None:
+    """``{slot key: reply}`` among a hand-back cell's outputs, if they came back whole."""
     for out in outputs:
         data = (out.get("data") or {}).get(MIME_TYPE) if out.get("output_type") in (
             "display_data", "execute_result") else None
@@ -134,9 +152,9 @@ def read_record(outputs: Sequence[dict], seed: int) -> dict | None:
                 data = json.loads(data)
             except ValueError:
                 continue
-        if isinstance(data, dict) and data.get("seed") == seed and isinstance(
-                data.get("answers"), dict):
-            return data
+        if isinstance(data, dict) and data.get("token") == token and isinstance(
+                data.get("replies"), dict):
+            return {str(k): v for k, v in data["replies"].items() if isinstance(v, dict)}
     return None
 
 
@@ -161,8 +179,8 @@ class CellVerdict:
                 seen.add(text)
                 lines.append(text)
         if self.flagged:
-            lines.append("[FLAGGED] this answer reaches the course's reference implementation, "
-                         "so a person will grade it:")
+            lines.append("[FLAGGED] a person will grade this answer (it reaches the course's "
+                         "reference implementation, or is not plain data):")
             lines += ["  - " + f.describe() for f in self.flagged[:5]]
         return "\n".join(lines)
 
@@ -181,9 +199,9 @@ def _recorded_source(record: dict | None, slot: AnswerSlot) -> str | None:
 
 
 def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict | None,
-                   seed: int, trusted_sources: set[str],
+                   seed: int | dict[str, int], trusted_sources: set[str],
                    on_judged: Callable[[AnswerSlot], None] | None = None,
-                   lost: str | None = None) -> list[CellVerdict]:
+                   lost: str | dict[str, str] | None = None) -> list[CellVerdict]:
     """The grader's verdict on every test cell that grades answers.
 
     Flags come first: a flagged answer is not judged (its kernel is never compiled here)."""
@@ -195,6 +213,13 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
                     test_index.setdefault(slot.answer, i)
     ref = reference_names(code_sources(nb))
     flags = flagged_answers(nb.cells, trusted_sources, ref, test_index)
+    for slot in slots:          # a text answer that was not a plain str is not judged
+        entry = ((record or {}).get("answers") or {}).get(slot.key)
+        if isinstance(entry, dict) and entry.get("refused"):
+            finding = Finding(-1, f"`{slot.answer}`", 1, str(entry.get("data") or "")[:60],
+                              str(entry["refused"])[:200])
+            if finding not in flags.setdefault(slot.answer, []):
+                flags[slot.answer].append(finding)
     for slot in slots:          # a kernel source assembled at run time is read as it arrived
         source = _recorded_source(record, slot)
         if source is not None:
@@ -214,7 +239,9 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
         if verdict.flagged:
             continue
         try:
-            result = judge(slot, record, seed, *([lost] if lost else []))
+            why = lost.get(slot.key) if isinstance(lost, dict) else lost
+            slot_seed = seed[slot.key] if isinstance(seed, dict) else seed
+            result = judge(slot, record, slot_seed, *([why] if why else []))
         except ServiceUnavailable:
             raise               # the machine failed: this notebook gets no verdict, no 0
         except Exception as exc:  # an exercise the installed package does not have
@@ -226,7 +253,8 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
     return list(by_cell.values())
 
 
-def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict], seed: int) -> None:
+def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict],
+                   seed: int | dict[str, int]) -> None:
     """Each judged test cell's outputs become the grader's report (an error when it failed)."""
     by_id = {v.grade_id: v for v in verdicts}
     for cell in nb.cells:
@@ -244,7 +272,9 @@ def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict], seed: int)
                                         traceback=[f"{ename}: {evalue}"]))
         cell.outputs = outputs
         meta = cell.setdefault("metadata", NotebookNode()).setdefault("ptxlab", NotebookNode())
-        meta["verdict"] = {"by": "grader", "passed": verdict.passed, "seed": seed,
+        cell_seed = ({k: v for k, v in seed.items() if k.split("|")[0] in verdict.answers}
+                     if isinstance(seed, dict) else seed)
+        meta["verdict"] = {"by": "grader", "passed": verdict.passed, "seed": cell_seed,
                            "flagged": [f.describe() for f in verdict.flagged],
                            "flagged_cells": sorted({f.grade_id for f in verdict.flagged
                                                     if f.grade_id}),
@@ -256,3 +286,53 @@ def trusted_cell_sources(source_notebook: NotebookNode | dict) -> set[str]:
     submission equal to one of them is not the learner's code."""
     return {c.get("source", "") for c in source_notebook.get("cells", [])
             if c.get("cell_type") == "code" and not _nbgrader(c).get("solution")}
+
+
+@dataclass
+class GradingPlan:
+    """What the judge asks one notebook, and what came back: shared by the grading steps
+    through nbconvert's ``resources`` (``resources[PLAN_KEY]``), written in one direction --
+    :class:`~ptxlab.grading.judge_steps.DrawQuestions` plans, the sandboxed execution fills in
+    the replies, :class:`~ptxlab.grading.judge_steps.JudgeAnswers` judges."""
+
+    seeds: dict[str, int]                               # slot key -> its secret seed
+    slots: list[AnswerSlot]
+    trusted: set[str]
+    asked: dict[str, list[dict] | None]                 # slot key -> questions (None: data)
+    replies: dict[str, dict] = field(default_factory=dict)
+    lost: dict[str, str] = field(default_factory=dict)  # slot key -> why no reply came
+
+    def seed_of(self, slot: AnswerSlot) -> int:
+        return self.seeds[slot.key]
+
+    def slots_of(self, cell) -> list[AnswerSlot]:
+        """The slots to ask about right after ``cell`` has run (its test cell's)."""
+        gid = grade_id(cell) if _is_test_cell(cell) else None
+        return [s for s in self.slots if gid and s.cell == gid and s.key not in self.replies]
+
+    def requests(self, slots: Sequence[AnswerSlot],
+                 questions: dict[str, list[dict]] | None = None) -> list[dict]:
+        """The requests for ``slots``: the answer's name and the inputs to ask it about."""
+        out, seen = [], set()
+        for slot in slots:
+            if slot.key in seen:
+                continue
+            seen.add(slot.key)
+            asked = (questions or {}).get(slot.key, self.asked.get(slot.key))
+            out.append({"key": slot.key, "answer": slot.answer, "questions": asked})
+        return out
+
+    def record(self) -> dict:
+        """The replies in the shape :func:`ptxlab.teach.answers.judge` reads."""
+        return {"answers": dict(self.replies)}
+
+    def why_lost(self) -> dict[str, str]:
+        """Why each slot without a reply has none."""
+        default = ("the notebook stopped before this answer's test cell ran (see the cell that "
+                   "stopped it)")
+        return {s.key: self.lost.get(s.key) or default for s in self.slots
+                if s.key not in self.replies}
+
+
+#: Where the plan of a notebook is kept in nbconvert's ``resources``.
+PLAN_KEY = "ptxlab_grading_plan"

@@ -1,7 +1,7 @@
-"""One grading worker process (:mod:`ptxlab.grading.worker`) seen from the process that drives it.
+"""One grading worker process (:mod:`ptxlab.grading.grading_worker`) seen from the process that drives it.
 
 The batch on one machine (:mod:`ptxlab.grading.batch`) drives several at once; a Dask worker
-(:mod:`ptxlab.grading.cluster_worker`) drives one per task slot. Either way a worker gets a
+(:mod:`ptxlab.grading.dask_task`) drives one per task slot. Either way a worker gets a
 scratch folder of its own, is killed with everything below it when a submission runs past its
 limit, and is replaced when it dies: the same rules wherever the grading runs.
 """
@@ -37,7 +37,7 @@ WORKER_DEATH_RETRIES = 1
 def worker_command(course_root: Path, assignment: str, grading_config: Path | None = None,
                    db_url: str | None = None) -> list[str]:
     """The command line of one grading worker."""
-    cmd = [sys.executable, "-m", "ptxlab.grading.worker", str(Path(course_root).resolve()),
+    cmd = [sys.executable, "-m", "ptxlab.grading.grading_worker", str(Path(course_root).resolve()),
            assignment]
     if grading_config:
         cmd += ["--grading-config", str(grading_config)]
@@ -156,7 +156,7 @@ def record_lost_submission(course_root: Path, assignment: str, grading_config: P
     from nbgrader.api import Gradebook
 
     from .outcome import read_outcome, record_failure
-    from .worker import load_grading_config
+    from .grading_worker import load_grading_config
 
     cfg = load_grading_config(Path(course_root), grading_config)
     course_id = cfg.CourseDirectory.get("course_id", "default_course")

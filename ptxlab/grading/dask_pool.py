@@ -5,7 +5,7 @@ summary (written by :mod:`ptxlab.grading.batch` and :mod:`ptxlab.grading.cli` as
 machine). Every task carries the course (each worker unpacks it once) and one student's
 submitted folder, as data;
 each Dask worker grades in its own sandbox on its own GPU or CPU model
-(:mod:`ptxlab.grading.cluster_worker`) and sends back data. A worker that dies mid-submission
+(:mod:`ptxlab.grading.dask_task`) and sends back data. A worker that dies mid-submission
 loses nothing: Dask runs the task again on another worker, and the student is written only when
 a result arrives. A worker whose preflight fails is taken out of the cluster.
 """
@@ -17,24 +17,32 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from . import transfer
-from .cluster_worker import CourseBundle, WorkerUnfit, grade_submission
+from .dask_task import CourseBundle, WorkerUnfit, grade_submission
+from .grading_worker import load_grading_config
+from .options import BatchOptions, Finish
 from .outcome import StudentOutcome
-from .worker import load_grading_config
 
-if TYPE_CHECKING:
-    from .batch import BatchOptions
-
-__all__ = ["make_bundle", "grade_on_cluster"]
+__all__ = ["DaskPool", "make_bundle", "grade_on_cluster"]
 
 #: Seconds to wait for a first worker once the scheduler answers (how long to wait for the
 #: scheduler itself is Dask's own setting, ``distributed.comm.timeouts.connect``).
 WORKER_WAIT_S = 120.0
 
 
-def make_bundle(opts: "BatchOptions", course_id: str, db_url: str) -> CourseBundle:
+class DaskPool:
+    """The workers of the Dask scheduler ``opts.scheduler``."""
+
+    def __init__(self, opts: BatchOptions):
+        self.opts = opts
+
+    def grade(self, todo: list[str], submissions: dict[str, str], finish: Finish) -> None:
+        grade_on_cluster(self.opts, todo, submissions, finish)
+
+
+def make_bundle(opts: BatchOptions, course_id: str, db_url: str) -> CourseBundle:
     """The course as a worker needs it: its config, the assignment's source and definitions."""
     import io
     import tarfile
@@ -57,7 +65,7 @@ def make_bundle(opts: "BatchOptions", course_id: str, db_url: str) -> CourseBund
                         submission_timeout_s=opts.submission_timeout_s, preflight=opts.preflight)
 
 
-def grade_on_cluster(opts: "BatchOptions", todo: list[str], submissions: dict[str, str],
+def grade_on_cluster(opts: BatchOptions, todo: list[str], submissions: dict[str, str],
                      finish: Callable[[StudentOutcome, int], None]) -> None:
     """Grade ``todo`` on the workers of the Dask scheduler ``opts.scheduler``."""
     from distributed import Client, wait
@@ -154,7 +162,7 @@ def _retire(client, unfit: WorkerUnfit, known: dict[str, str], log) -> None:
         log.write(f"{time.strftime('%F %T')} retiring {unfit.address}: {exc}\n")
 
 
-def _receive(future, student: str, opts: "BatchOptions", course_id: str, db_url: str,
+def _receive(future, student: str, opts: BatchOptions, course_id: str, db_url: str,
              submissions: dict[str, str], log) -> StudentOutcome | WorkerUnfit:
     """One finished task: its outcome, written where the head keeps it, or the worker that
     could not grade it."""

@@ -1,7 +1,7 @@
 """A long-lived grading worker: imports nbgrader once, then autogrades one student per request.
 
-``python -m ptxlab.grading.worker COURSE_ROOT ASSIGNMENT [--grading-config FILE]`` reads JSON
-requests from stdin, one per line (``{"student": "alice"}``), and answers each with one JSON
+``python -m ptxlab.grading.grading_worker COURSE_ROOT ASSIGNMENT [--grading-config FILE]`` reads
+JSON requests from stdin, one per line (``{"student": "alice"}``), and answers each with one JSON
 line on stdout: a :class:`~ptxlab.grading.outcome.StudentOutcome`. nbgrader's log of each
 student goes to ``<course>/grading/<assignment>/logs/<student>.log``.
 

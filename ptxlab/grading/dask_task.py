@@ -1,6 +1,6 @@
 """What a Dask worker runs to grade one submission of a course whose gradebook lives on the head.
 
-The head (:mod:`ptxlab.grading.cluster`) sends a :class:`CourseBundle` once (the course's
+The head (:mod:`ptxlab.grading.dask_pool`) sends a :class:`CourseBundle` once (the course's
 ``nbgrader_config.py``, the assignment's ``source/`` folder, a gradebook with the assignment's
 definitions and no student) and, per task, one student's submitted folder. This worker unpacks
 the course into a private folder, runs its own preflight, and grades with the same worker
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import transfer, worker_process
+from . import transfer, worker_handle
 from .outcome import StudentOutcome
 
 __all__ = ["CourseBundle", "WorkerUnfit", "grade_submission"]
@@ -76,9 +76,9 @@ class _LocalCourse:
 
     def __init__(self, bundle: CourseBundle):
         self.bundle = bundle
-        worker_process.remove_stale_scratch()
+        worker_handle.remove_stale_scratch()
         self.root = Path(tempfile.gettempdir()) / (
-            f"{worker_process.SCRATCH_PREFIX}{os.getpid()}-course-{bundle.digest}")
+            f"{worker_handle.SCRATCH_PREFIX}{os.getpid()}-course-{bundle.digest}")
         transfer.unpack_folder(bundle.course_files, self.root)
         self.root.chmod(0o700)
         self.gradebook = self.root / "gradebook.db"
@@ -90,7 +90,7 @@ class _LocalCourse:
             self.grading_config.write_text(bundle.grading_config)
         self.out_dir = self.root / "grading" / bundle.assignment
         (self.out_dir / "logs").mkdir(parents=True, exist_ok=True)
-        self._idle: list[worker_process.WorkerProcess] = []
+        self._idle: list[worker_handle.WorkerProcess] = []
         self._lock = threading.Lock()
         self._started = 0
         self._idle.append(self._take())      # it imports nbgrader while the preflight runs
@@ -98,28 +98,29 @@ class _LocalCourse:
         if bundle.preflight:
             from .preflight import run_preflight
 
-            check = run_preflight(self.root, self.grading_config)
+            check = run_preflight(self.root, self.grading_config,
+                                  assignment=bundle.assignment)
             if not check.ok:
                 self.problem = check.problem
                 for w in self._idle:
                     w.kill()
                 self._idle.clear()
 
-    def _take(self) -> worker_process.WorkerProcess:
+    def _take(self) -> worker_handle.WorkerProcess:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
             self._started += 1
             index = self._started
-        command = worker_process.worker_command(self.root, self.bundle.assignment,
+        command = worker_handle.worker_command(self.root, self.bundle.assignment,
                                                 self.grading_config, self.db_url)
         log = open(self.out_dir / "workers.log", "a")
         try:
-            return worker_process.WorkerProcess(command, index, log)
+            return worker_handle.WorkerProcess(command, index, log)
         finally:
             log.close()             # the child keeps its own copy of the descriptor
 
-    def _give_back(self, w: worker_process.WorkerProcess) -> None:
+    def _give_back(self, w: worker_handle.WorkerProcess) -> None:
         with self._lock:
             self._idle.append(w)
 
@@ -151,12 +152,12 @@ class _LocalCourse:
             exit_status = w.proc.poll()
             w.kill()
             if got == "timeout":
-                return worker_process.record_lost_submission(
+                return worker_handle.record_lost_submission(
                     self.root, self.bundle.assignment, self.grading_config, student, "timeout",
-                    worker_process.timeout_reason(limit), took, submitted_at, self.db_url)
+                    worker_handle.timeout_reason(limit), took, submitted_at, self.db_url)
             deaths += 1
-            if deaths > worker_process.WORKER_DEATH_RETRIES:
-                return worker_process.death_outcome(student, deaths, exit_status, took,
+            if deaths > worker_handle.WORKER_DEATH_RETRIES:
+                return worker_handle.death_outcome(student, deaths, exit_status, took,
                                                     submitted_at)
 
 
