@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ptxlab.grading import batch, cli
+from ptxlab.grading import batch, cli, local_pool
 from ptxlab.grading.outcome import StudentOutcome
 
 _FSYNC = os.fsync
@@ -61,7 +61,7 @@ def test_the_batch_stops_with_a_message_and_the_next_run_continues(tmp_path, mon
         for student in todo:
             graded.append(student)
             finish(_outcome(student), 0)
-    monkeypatch.setattr(batch, "_grade_here", grade_here)
+    monkeypatch.setattr(local_pool, "_grade_here", grade_here)
     _full_after(monkeypatch, 1)
     args = argparse.Namespace(course=course, assignment="ps1", workers=1, force=False,
                               retry_failed=False, submission_timeout=60.0, grading_config=None,

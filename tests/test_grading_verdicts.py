@@ -271,3 +271,24 @@ def _where_defined(exercise) -> tuple[str, str]:
             if value is exercise:
                 return module.__name__, name
     raise LookupError(exercise.key)
+
+
+def test_a_dict_answer_leaves_the_sandbox_as_data_and_a_dict_subclass_does_not():
+    """Notebook 10's quiz answers with ``{case: answer}``: the client copies a plain dict's own
+    items (never a method the learner overrode) and the judge rebuilds the dict; a subclass of
+    dict, whose ``items`` or ``__eq__`` could lie, arrives as a description that equals nothing."""
+    from ptxlab.grading import sandbox_client
+    from ptxlab.teach.answers import _from_plain
+
+    sent = _through_json(sandbox_client.plain({"a": (4, True), "b": None}))
+    assert _from_plain(sent) == {"a": (4, True), "b": None}
+
+    class Lying(dict):
+        def items(self):
+            return [("a", (4, True))]
+
+        def __eq__(self, other):
+            return True
+
+    got = _from_plain(_through_json(sandbox_client.plain(Lying(a=1))))
+    assert not isinstance(got, dict) and got != {"a": 1}

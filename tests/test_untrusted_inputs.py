@@ -131,7 +131,7 @@ def test_an_oversize_source_is_refused_never_compiled(source, isolate, monkeypat
     "--time=/tmp/ptxlab-cache/ptx/0000.ptx", "-time=x.csv", "-I/", "-I../kernels/reference",
     "--include-path=/srv", "--pre-include=/etc/passwd", "-include", "--pch-dir=/tmp/x",
     "--create-pch=/tmp/y.pch", "-MF", "--dependency-output=/tmp/d", "-o", "--fdevice-time-trace=t",
-    "-Dok -I/", "-DX=1\n-I/", "", "--gpu-architecture=compute_90",
+    "-Dok -I/", "-DX=1\n-I/", "", "--gpu-architecture=/tmp/x",
 ])
 def test_compiler_options_that_name_files_are_refused(option):
     with pytest.raises(RequestRefused, match="is not allowed"):

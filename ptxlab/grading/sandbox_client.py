@@ -39,6 +39,8 @@ MIME_TYPE = "application/x-ptxlab-replies+json"
 #: Set on this module so code (and tests) can tell the client from the real package.
 GRADING_CLIENT = True
 _OPAQUE = "__ptxlab_opaque__"
+#: A dict answer ({case: answer}) travels as its (key, value) pairs under this key.
+_DICT = "__ptxlab_dict__"
 _MAX_TEXT = 2_000_000
 _MAX_ITEMS = 4096
 _MAX_CALLS = 50_000
@@ -83,6 +85,9 @@ def plain(value: object, depth: int = 0) -> object:
         return _opaque(value)
     if kind in (list, tuple):
         return [plain(v, depth + 1) for v in value[:_MAX_ITEMS]]
+    if kind is dict:                 # dict's own items, never an overridden method
+        pairs = list(dict.items(value))[:_MAX_ITEMS]
+        return {_DICT: [[plain(k, depth + 1), plain(v, depth + 1)] for k, v in pairs]}
     module = getattr(kind, "__module__", "") or ""
     if module == "numpy" or module.startswith("numpy."):
         # numpy scalars and arrays: their values, through numpy's own conversion

@@ -33,6 +33,8 @@ MAX_RECORDED_CALLS = 50_000
 #: a longer one arrives as a description of its length, never cut into another answer.
 _MAX_TEXT = 1 << 20
 _OPAQUE = "__ptxlab_opaque__"
+#: A dict answer ({case: answer}) travels as its (key, value) pairs under this key.
+_DICT = "__ptxlab_dict__"
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ def to_plain(value: Any, depth: int = 0) -> Any:
         return value
     if depth < 4 and isinstance(value, (tuple, list)):
         return [to_plain(v, depth + 1) for v in value[:4096]]
+    if depth < 4 and type(value) is dict:
+        return {_DICT: [[to_plain(k, depth + 1), to_plain(v, depth + 1)]
+                        for k, v in list(dict.items(value))[:4096]]}
     if depth < 4 and isinstance(value, np.ndarray) and value.size <= 4096:
         return to_plain(value.tolist(), depth + 1)
     try:
@@ -112,6 +117,12 @@ class _Opaque:
 
 
 def _from_plain(value: Any) -> Any:
+    if isinstance(value, dict) and isinstance(value.get(_DICT), list):
+        pairs = [p for p in value[_DICT] if isinstance(p, list) and len(p) == 2]
+        try:
+            return {_from_plain(k): _from_plain(v) for k, v in pairs}
+        except TypeError:            # a key that cannot be a dict key: not data
+            return _Opaque("dict", "a dict whose keys are not numbers or text")
     if isinstance(value, dict):
         return _Opaque(str(value.get(_OPAQUE, "object")), str(value.get("text", "")))
     if isinstance(value, list):
