@@ -46,11 +46,13 @@ from ..run.launch_log import read_launch_log
 from ..run.untrusted_files import read_regular
 from ..teach import answers
 
-__all__ = ["SandboxedExecute", "SandboxedKernelManager", "KERNEL_DIED", "NOT_RUN",
-           "effective_launch_timeout", "shutdown_spare_kernels", "FOLLOW_UP_ROUNDS"]
+__all__ = ["SandboxedExecute", "SandboxedKernelManager", "KERNEL_DIED", "KERNEL_STOPPED",
+           "NOT_RUN", "effective_launch_timeout", "shutdown_spare_kernels", "FOLLOW_UP_ROUNDS"]
 
 #: The first words of the error names this module writes into a notebook.
 KERNEL_DIED = "KernelDied"
+#: The kernel stopped itself at one of its limits and said why (its stop note).
+KERNEL_STOPPED = "KernelStopped"
 NOT_RUN = "NotRun"
 UNTRUSTED_FILE = "UntrustedFile"
 #: Output the grader keeps of the cell that hands the answers back (their values as data).
@@ -352,8 +354,13 @@ class SandboxedExecute(Execute):
 
     def _give_up_from(self, index: int, exc: Exception) -> None:
         """Record why cell ``index`` failed and mark every later code cell as not run."""
+        ename = KERNEL_DIED
         if isinstance(exc, DeadKernelError):
-            why = _kernel_stop_note(self.km) or (
+            note = _kernel_stop_note(self.km)
+            # A kernel stopped at its own limit (memory, disk quota) is the submission's
+            # fault and names itself on the student's row, even after the last test cell.
+            ename = KERNEL_STOPPED if note else KERNEL_DIED
+            why = note or (
                 "the notebook's kernel died while running this cell (a crash, os._exit, the "
                 "memory limit of the grading sandbox, or writing on past its disk quota)")
         else:
@@ -361,7 +368,7 @@ class SandboxedExecute(Execute):
                    "interrupted, so its kernel was stopped")
         self._lost_why = why
         cell = self.nb.cells[index]
-        cell.setdefault("outputs", []).append(_error_output(KERNEL_DIED, why))
+        cell.setdefault("outputs", []).append(_error_output(ename, why))
         for later in self.nb.cells[index + 1:]:
             if later.cell_type == "code":
                 later.outputs = [_error_output(
@@ -385,6 +392,9 @@ def _kernel_stop_note(km) -> str:
         return ""
     try:
         return read_regular(path, max_bytes=4096).decode("utf-8", "replace").strip()
+    except UntrustedFile as exc:        # the notebook replaced the note: say so, read nothing
+        return (f"the notebook's kernel stopped, and its stop note {exc.reason}; it was not "
+                "read (did the notebook replace it?)")
     except OSError:
         return ""
 

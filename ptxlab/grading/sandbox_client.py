@@ -16,7 +16,8 @@ never computes an expected value. What it does:
 * :func:`hand_back` is what the grader runs right after each test cell: it asks the answer
   named by the (trusted) test cell the questions the judge chose for this run and hands the
   replies back as plain data -- built-in numbers, text and lists, copied so that no object of
-  the learner's leaves the sandbox; a kernel's source must be an exact ``str``.
+  the learner's leaves the sandbox; a kernel's source must be an exact ``str``, and one longer
+  than the grader reads goes back as its length alone (never cut), so the judge refuses it.
 
 The questions are inputs only (a lane, a base address, a stride ...), drawn by the judge from a
 seed the notebook never sees; the expected values stay in the judge.
@@ -41,7 +42,10 @@ GRADING_CLIENT = True
 _OPAQUE = "__ptxlab_opaque__"
 #: A dict answer ({case: answer}) travels as its (key, value) pairs under this key.
 _DICT = "__ptxlab_dict__"
-_MAX_TEXT = 2_000_000
+#: Longest text that leaves the sandbox as itself: the grader compiles a kernel source of at most
+#: 1 MiB (``ptxlab.run.launch_request.MAX_SOURCE_BYTES``); a longer text goes back as its length
+#: alone, never cut into a shorter text the grader would judge in its place.
+_MAX_TEXT = 1 << 20
 _MAX_ITEMS = 4096
 _MAX_CALLS = 50_000
 #: The first words of the line a cell ends with when it stopped at something that is off.
@@ -75,7 +79,7 @@ def plain(value: object, depth: int = 0) -> object:
     if kind is float:
         return value if math.isfinite(value) else _opaque(value)
     if kind is str:
-        return value[:_MAX_TEXT]
+        return value if len(value) <= _MAX_TEXT else _too_long(value)
     if isinstance(value, int):                  # an int subclass: its value, not its methods
         return int.__int__(value)
     if isinstance(value, float):
@@ -101,6 +105,13 @@ def plain(value: object, depth: int = 0) -> object:
         except Exception:
             pass
     return _opaque(value)
+
+
+def _too_long(text: str) -> dict:
+    """A text over :data:`_MAX_TEXT`, described by its length (nothing of it is copied)."""
+    return {_OPAQUE: "str", "text": f"a text of {len(text)} characters, more than the "
+                                    f"{_MAX_TEXT} the grader reads (is a table or a file pasted "
+                                    "into it?)"}
 
 
 def _exception_text(exc: BaseException) -> str:
@@ -137,6 +148,10 @@ def _reply_data(value: object) -> dict:
         return {"refused": f"the answer is a `{type(value).__name__[:40]}`, a subclass of str, "
                            "not a plain str: an answer's text must be a plain str",
                 "data": str.__str__(value)[:_MAX_TEXT]}
+    if isinstance(value, str) and str.__len__(value) > _MAX_TEXT:
+        # an answer's text (a kernel source) over the limit: its length only, so the judge
+        # refuses it by name rather than judge (or compile) a part of it
+        return {"too_long": str.__len__(value), "limit": _MAX_TEXT}
     return {"data": plain(value)}
 
 

@@ -25,6 +25,7 @@ from .checks import CheckResult, _exception_text
 from .exercises.base import Exercise, grading_seed
 
 __all__ = ["AnswerSlot", "Asker", "Replay", "questions", "missing_questions", "judge",
+           "too_long_message",
            "to_plain", "text_problem", "MAX_RECORDED_CALLS"]
 
 #: A record longer than this is cut: no exercise asks that many questions.
@@ -232,6 +233,16 @@ def text_problem(text: object) -> str:
     return ""
 
 
+def too_long_message(entry: dict) -> str:
+    """Why a text answer the sandbox described by its length alone (it is over the limit the
+    grader reads) is not judged: nothing of it left the sandbox, so nothing of it is compiled."""
+    size = entry.get("too_long")
+    size = size if type(size) is int else "too many"
+    return (f"the answer's text (a kernel source?) is {size} characters, more than the "
+            f"{_MAX_TEXT} the grader reads: it was not compiled or judged (is a table or a "
+            "file pasted into it?)")
+
+
 def judge(slot: AnswerSlot, record: dict | None, seed: int,
           lost: str = "the notebook stopped before its answers could be read") -> CheckResult:
     """The verdict on one slot from the recorded answers, computed here with the exercise's own
@@ -249,6 +260,9 @@ def judge(slot: AnswerSlot, record: dict | None, seed: int,
                            f"{entry['error']}", status="error")
     if "refused" in entry:
         return CheckResult(exercise.title, False, 0.0, str(entry["refused"])[:300],
+                           status="invalid")
+    if "too_long" in entry:
+        return CheckResult(exercise.title, False, 0.0, too_long_message(entry),
                            status="invalid")
     problem = text_problem(entry.get("data"))
     if problem:
