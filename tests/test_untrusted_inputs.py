@@ -118,7 +118,7 @@ def test_the_launch_log_is_never_appended_through_a_link(folder, monkeypatch):
     SRC + "\n//" + "x" * (17 * 2**20),                              # 17 MB of comment
     SRC + "\nconst unsigned t[] = {" + "1," * (launch_request.MAX_SOURCE_BYTES // 2) + "1};",
     SRC + "\n/*" + "\u00e9" * (launch_request.MAX_SOURCE_BYTES // 2 + 1) + "*/",  # UTF-8 bytes
-])
+], ids=["17MB-comment", "1MiB-table", "utf8-bytes-over"])
 def test_an_oversize_source_is_refused_never_compiled(source, isolate, monkeypatch, tmp_path):
     log = tmp_path / "launches.jsonl"
     monkeypatch.setenv(launch_log.LAUNCH_LOG_ENV, str(log))
