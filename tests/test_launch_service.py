@@ -219,23 +219,3 @@ def test_oversize_sources_and_file_options_are_refused_by_the_service(service):
                    {**good, "source": SRC + "//" + "x" * (2 * 2**20)}):
         reply = _raw(service, _frame(header))
         assert reply["verdict"] == "refused" and reply["kind"] == "RequestRefused", reply
-
-
-def test_the_shared_cupy_cache_is_emptied_past_its_budget(tmp_path, monkeypatch):
-    """CuPy's compiled modules are shared by a service's executors (content-addressed and
-    verified by CuPy on read); the supervisor empties the folder once it passes its budget, so
-    no class of submissions can fill the service's folder with compiled modules."""
-    from ptxlab.run import launch_server
-
-    server = launch_server.LaunchServiceServer(str(tmp_path / "s.sock"), max_timeout_s=5,
-                                               max_memory_mb=512)
-    try:
-        server.cupy_cache.mkdir()
-        (server.cupy_cache / "a.cubin").write_bytes(b"x" * 4096)
-        server.trim_cupy_cache()
-        assert (server.cupy_cache / "a.cubin").exists(), "under the budget: kept"
-        monkeypatch.setattr(launch_server, "_CUPY_CACHE_MB", 0)
-        server.trim_cupy_cache()
-        assert not server.cupy_cache.exists(), "past the budget: emptied"
-    finally:
-        server.server_close()

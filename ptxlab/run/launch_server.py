@@ -19,15 +19,9 @@ failed check of the learner who caused it.
   executor (a spare one is kept warm), so no launch ever sees what another student's launches
   left: compiled modules, files, device memory, a CUDA context.
 * Each executor works in a fresh folder of its own (its current folder and ``TMPDIR``), removed
-  with it. Compiled code is the one thing the executors of a service share, because a cold
-  compile costs each student seconds: CuPy's cache of compiled modules and the CPU model's PTX
-  cache are both content-addressed (a file is named by the hash of the source, the options and
-  the target, so a student only ever reads what their own source compiles to) and verified on
-  every read (CuPy stores each module behind the hash of its bytes and recompiles a file that
-  does not match; :mod:`ptxlab.run.ptx.nvrtc` does the same), and both are held to a budget.
-  Learner code cannot reach either: the options that could name a file are refused
-  (:mod:`ptxlab.run.launch_request`), and a kernel runs on the GPU or the CPU model, never as
-  host code.
+  with it; CuPy keeps its compiled modules in memory only. The CPU model's PTX cache is shared
+  by the executors of the service, content-addressed and verified on every read
+  (:mod:`ptxlab.run.ptx.nvrtc`).
 
 ``python -m ptxlab.run.launch_server --socket PATH [--max-timeout-s S] [--max-memory-mb M]``
 runs a service; :class:`ptxlab.run.launch_client.ServiceProcess` starts one.
@@ -69,8 +63,6 @@ _MAX_SESSION_CHARS = 200
 #: Largest file an executor writes (its output, a cache entry), and what the service's PTX
 #: cache may hold in all.
 _EXECUTOR_FILE_BYTES = 64 * 2**20
-#: Budget of the executors' shared cache of CuPy modules (the course's kernels take about 1 MiB).
-_CUPY_CACHE_MB = 256
 _PTX_CACHE_MB = 256
 
 
@@ -152,9 +144,7 @@ class _Executor:
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
                 resource.setrlimit(resource.RLIMIT_FSIZE, (_EXECUTOR_FILE_BYTES,
                                                            _EXECUTOR_FILE_BYTES))
-                os.environ.update({"TMPDIR": str(self.workdir),
-                                   "CUPY_CACHE_DIR": str(folder / "cupy-cache")})
-                os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
+                os.environ.update({"TMPDIR": str(self.workdir), "CUPY_CACHE_IN_MEMORY": "1"})
                 tempfile.tempdir = None
                 _executor_main(Connection(child.detach()))
             except BaseException:  # noqa: BLE001 - never return into the supervisor's code
@@ -237,8 +227,6 @@ class LaunchServiceServer(socketserver.UnixStreamServer):
         # The CPU model's PTX cache: shared by this service's executors, verified on read.
         os.environ.setdefault("PTXLAB_CACHE_DIR", str(self.folder / "ptx-cache"))
         os.environ.setdefault("PTXLAB_CACHE_MAX_MB", str(_PTX_CACHE_MB))
-        # CuPy's compiled modules: shared by this service's executors the same way.
-        self.cupy_cache = self.folder / "cupy-cache"
         self.max_timeout_s = float(max_timeout_s)
         self.max_memory_mb = int(max_memory_mb)
         self.launches = 0
@@ -248,19 +236,6 @@ class LaunchServiceServer(socketserver.UnixStreamServer):
         self.spare: _Executor | None = None
         super().__init__(socket_path, _Handler)
         self.executor = self._new_executor(None)
-
-    def trim_cupy_cache(self) -> None:
-        """Empty CuPy's shared cache once it passes its budget (it is only a cache: the next
-        launch compiles again), so no class of submissions can fill the service's folder."""
-        total = 0
-        try:
-            with os.scandir(self.cupy_cache) as entries:
-                for entry in entries:
-                    total += entry.stat(follow_symlinks=False).st_size
-        except OSError:
-            return
-        if total > _CUPY_CACHE_MB * 2**20:
-            shutil.rmtree(self.cupy_cache, ignore_errors=True)
 
     def _new_executor(self, session: str | None) -> _Executor:
         self._number += 1
@@ -362,7 +337,6 @@ class _Handler(socketserver.BaseRequestHandler):
     def _run(self, kwargs: dict, session: str, timeout_s: float,
              memory_mb: int) -> tuple[dict, bytes]:
         server = self.server
-        server.trim_cupy_cache()
         ex = server.executor_for(session)
         if ex is None:
             return {"verdict": "unavailable",
