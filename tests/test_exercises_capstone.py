@@ -213,6 +213,10 @@ def test_check_kernels_runs_the_real_transpose(kernel_backend):
 
 
 def test_check_kernels_reports_a_missing_backend_as_a_row(monkeypatch):
+    from ptxlab.run import in_process
+
+    # where the launch path looks it up (backends re-exports it for callers)
+    monkeypatch.setattr(in_process, "cpu_available", lambda: (False, "removed for the test"))
     monkeypatch.setattr(backends, "cpu_available", lambda: (False, "removed for the test"))
     rows = nb.check_kernels(backend="cpu", only="transpose")
     assert not rows and "removed for the test" in rows[0].problem
