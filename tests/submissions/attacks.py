@@ -306,3 +306,28 @@ def write_class(course_root: Path, attacks: list[Attack] = ATTACKS,
         if attack.files is not None:
             attack.files(course_root / "submitted" / attack.name / ASSIGNMENT, course_root)
     return students
+
+
+def gradebook_grades(root: Path, student: str) -> dict[str, tuple[float, float, bool]]:
+    """``{test id: (score, max score, needs manual grade)}`` of ``student``'s graded notebook,
+    read from the course's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        nb = gb.find_submission_notebook(NOTEBOOK[:-6], ASSIGNMENT, student)
+        return {g.name: (float(g.score or 0), float(g.max_score), bool(g.needs_manual_grade))
+                for g in nb.grades}
+
+
+def assert_scores(attack: "Attack", grades: dict, reason: str) -> None:
+    """What the attack aimed at scores 0 (and is flagged where it should be), what it did not
+    touch keeps full marks; ``reason`` is the student's row, shown when it does not hold."""
+    for test in attack.zero:
+        assert grades[test][0] == 0, (test, grades[test], reason)
+    for test in attack.flagged:
+        score, _, manual = grades[test]
+        assert score == 0 and manual, (test, grades[test])
+        assert "flagged for manual grading" in reason, reason
+    for test in attack.must_keep():
+        score, max_score, _ = grades[test]
+        assert score == max_score, (test, grades[test], reason)
