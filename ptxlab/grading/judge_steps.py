@@ -121,39 +121,30 @@ class JudgeAnswers(NbGraderPreprocessor):
         return nb, resources
 
     def _grader_launches(self, log_path: Path):
-        try:
-            return grader_launches(self.config, log_path)
-        except Exception as exc:
-            self.log.warning("no launch service for the grader's launches: %s", exc)
-            return grader_launches(self.config, log_path, service=False)
+        return grader_launches(self.config, log_path, warn=self.log.warning)
 
 
-def grader_launches(config, log_path: Path, *, service: bool = True):
+def grader_launches(config, log_path: Path, *, warn=None):
     """The environment in which the grader launches kernel answers: isolated, each launch's
     record appended to ``log_path``, through the grader's sandboxed launch service (always on
-    for this) or, where none can run (or ``service`` is off), an isolated child per launch."""
+    for this). Learner code is compiled and run only in the service's sandbox, in an executor
+    of its own (a fresh session): never in this process, never in an unsandboxed child. A
+    service that cannot start makes each launch a fault of the machine (ServiceUnavailable:
+    the submission is not graded, and the next run grades it), never a student's 0."""
     km = SandboxedKernelManager(config=config)
     cell_timeout = (config.get("Execute", {}) if config is not None else {}).get("timeout")
     if cell_timeout:
         km.cell_timeout_s = float(cell_timeout)
-    # With the service, learner code is compiled and run only in its sandbox, in an executor
-    # of its own (a fresh session): never in this process, never in an unsandboxed child; a
-    # service that cannot start makes each launch a fault of the machine (ServiceUnavailable:
-    # the submission is not graded, and the next run grades it), never a student's 0.
     env = {"PTXLAB_ISOLATE": "1", TIMEOUT_ENV: f"{km.launch_timeout():g}",
            MEMORY_ENV: str(km.launch_memory_mb), LAUNCH_LOG_ENV: str(log_path),
-           SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None,
-           SERVICE_REQUIRED_ENV: "1" if service else None,
+           SERVICE_ENV: None, GRADED_BY_GRADER_ENV: None, SERVICE_REQUIRED_ENV: "1",
            SESSION_ENV: "judge-" + secrets.token_hex(16)}
-    socket = None
-    if service:
-        try:
-            socket = km.launch_service_socket(dict(os.environ), km.service_hidden_paths(),
-                                              km.launch_timeout(), mode="on")
-        except Exception:       # noqa: BLE001 - the launches then say the service is missing
-            socket = None
-    if socket:
-        env[SERVICE_ENV] = socket
+    try:
+        env[SERVICE_ENV] = km.launch_service_socket(dict(os.environ), km.service_hidden_paths(),
+                                                    km.launch_timeout(), mode="on")
+    except Exception as exc:    # noqa: BLE001 - each launch then says the service is missing
+        if warn is not None:
+            warn("no launch service for the grader's launches: %s", exc)
     return _environment(env)
 
 
