@@ -147,6 +147,34 @@ def test_kernel_memory_limit_gives_memory_error(tmp_path, mode):
     assert held < 1.5 * 400, out.stdout       # past 1.5x the limit the kernel would be killed
 
 
+SPARSE_FILLER = r'''
+import errno, time
+try:
+    for n in range(400):                 # 400 files of 8 MiB each that hold no block: the way
+        with open(f"f{n}.bin", "wb") as f:   # a compressing file system stores repeated bytes
+            f.truncate(8 * 2**20)
+        time.sleep(0.01)
+    print("never stopped", flush=True)
+except OSError as exc:
+    print("stopped:", errno.errorcode.get(exc.errno), exc, flush=True)
+'''
+
+
+def test_disk_quota_counts_what_files_hold_not_only_their_blocks(tmp_path):
+    """The working folder's quota is reached by files a file system stores in few blocks."""
+    import os
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "sparse_filler.py").write_text(SPARSE_FILLER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parents[1])]),
+           sandbox.KERNEL_LIMITS_ENV: json.dumps({"disk_mb": 32, "max_files": 10000})}
+    out = subprocess.run([sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", "-m", "sparse_filler"],
+                         capture_output=True, text=True, env=env, cwd=work, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "stopped: EDQUOT [Errno 122] Disk quota exceeded" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert len(list(work.iterdir())) < 400
+
+
 def test_launch_limit_is_at_most_half_the_cell_limit():
     from ptxlab.grading.execute import effective_launch_timeout
     assert effective_launch_timeout(10, 6) == 3          # the corpus's settings

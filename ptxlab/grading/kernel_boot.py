@@ -138,7 +138,11 @@ _DISK_WATCH_S = 0.05
 
 def _folder_usage(folder: str, stop_bytes: int, stop_files: int) -> tuple[int, int]:
     """``(bytes, files)`` under ``folder`` (links not followed), counted until either passes
-    its stop value."""
+    its stop value.
+
+    A file counts as the larger of its length and the blocks it holds: a compressing or
+    deduplicating file system (or one that allocates late) reports few blocks for a large file
+    of repeated bytes, and a quota measured in blocks alone would never be reached there."""
     total, files = 0, 0
     stack = [folder]
     while stack:
@@ -150,7 +154,8 @@ def _folder_usage(folder: str, stop_bytes: int, stop_files: int) -> tuple[int, i
                         if entry.is_dir(follow_symlinks=False):
                             stack.append(entry.path)
                         else:
-                            total += entry.stat(follow_symlinks=False).st_blocks * 512
+                            st = entry.stat(follow_symlinks=False)
+                            total += max(st.st_size, st.st_blocks * 512)
                     except OSError:
                         continue
                     if total > stop_bytes or files > stop_files:
