@@ -390,9 +390,25 @@ class _Handler(socketserver.BaseRequestHandler):
         return header, body
 
 
+def _import_cupy_without_cuda() -> None:
+    """Import CuPy here, once, so that every executor forked from this process starts with it
+    loaded (each student's executor would otherwise spend a good part of a second importing it).
+    Importing CuPy does not initialise CUDA -- it does that on first use -- so the forks still
+    create CUDA contexts of their own; this process never touches the GPU."""
+    from .gpu import DISABLE_ENV
+
+    if os.environ.get(DISABLE_ENV, "") == "1":
+        return
+    try:
+        import cupy  # noqa: F401
+    except Exception:  # noqa: BLE001 - no CuPy (a CPU machine): the executors use the CPU model
+        pass
+
+
 def serve(socket_path: str, *, max_timeout_s: float, max_memory_mb: int) -> None:
     """Run the service until SIGTERM (or its parent's death, in the sandbox)."""
     in_process.cpu_module()     # imported once here (no CUDA), not by every executor
+    _import_cupy_without_cuda()
     server = LaunchServiceServer(socket_path, max_timeout_s=max_timeout_s,
                                  max_memory_mb=max_memory_mb)
 
