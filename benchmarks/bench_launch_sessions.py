@@ -13,9 +13,10 @@ context. This measures, on this machine, side by side in one run:
 * how many CUDA contexts ``--services`` processes create per second when they all create them at
   once (what ``--services`` grading workers do);
 * ``--services`` launch services side by side, each serving ``--sessions`` students of
-  ``--launches`` launches of the tile kernel: once with a new session (a new executor) per
-  student, as grading does, and once with every student's launches in one session, the
-  throughput a single warm executor per worker would give.
+  ``--launches`` launches of the tile kernel: once with a session per student, as grading does
+  (what a new session costs is the service's policy: a fresh executor each, before 2026-11-26
+  12:30 UTC; since then the warm one, cleared), and once with every student's launches in one
+  session, the throughput of a warm executor that is never cleared.
 
 Prints the figures and writes ``sessions.json`` and ``SESSIONS.md`` to ``--out``.
 """
@@ -200,15 +201,15 @@ def write_report(result: dict, out: Path) -> Path:
         "| slowest | errors |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for key, label in (("per_student", "one per student (as grading does)"),
-                       ("one_session", "one per service, every student in it")):
+    for key, label in (("per_student", "a session per student (as grading does)"),
+                       ("one_session", "one session per service, every student in it")):
         r = result[key]
         lines.append(f"| {label} | {r['students']} | {r['launches_per_student']} | "
                      f"{r['wall_s']} s | {r['students_per_s']} | {r['median_student_s']} s | "
                      f"{r['max_student_s']} s | {r['error_count']} |")
     ratio = result["per_student"]["wall_s"] / max(result["one_session"]["wall_s"], 1e-9)
-    lines += ["", f"An executor per student takes {ratio:.2f}x the time of one warm executor "
-              "per service for the same launches.", ""]
+    lines += ["", f"A session per student takes {ratio:.2f}x the time of one session per "
+              "service for the same launches.", ""]
     for key in ("per_student", "one_session"):
         for e in result[key]["errors"]:
             lines.append(f"- error ({key}): {e}")

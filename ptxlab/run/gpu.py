@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -266,6 +267,29 @@ def clear_cache() -> None:
         _modules.clear()
 
 
+def unload_modules() -> None:
+    """Unload every module this process loaded, so the next launch of a source loads a fresh
+    one: no ``__device__`` variable, constant or texture a kernel changed carries over. CuPy
+    keeps the modules it compiled in memos of its own; those are cleared too."""
+    import gc
+
+    clear_cache()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        cupy.clear_memo()
+    gc.collect()                 # the modules' last references go: CuPy unloads them
+
+
+def _zero(device_arrays: Sequence) -> None:
+    """Overwrite what a launch's device buffers hold before they go back to the pool, so no
+    later allocation of this process starts with it."""
+    cupy = _import_cupy()
+    for d in device_arrays:
+        if isinstance(d, cupy.ndarray) and d.nbytes:
+            cupy.cuda.runtime.memset(d.data.ptr, 0, d.nbytes)
+    cupy.cuda.runtime.deviceSynchronize()
+
+
 def warm_up() -> str:
     """Create this process's CUDA context now, not in the middle of a launch; the device's
     label. Raises :class:`BackendUnavailable` without a usable GPU."""
@@ -359,4 +383,5 @@ def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem
     outputs: list = []
     for a, d, shape in zip(args, dev_args, shapes):
         outputs.append(cupy.asnumpy(d).reshape(shape) if shape is not None else a)
+    _zero(dev_args)
     return outputs

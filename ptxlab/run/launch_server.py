@@ -14,10 +14,17 @@ failed check of the learner who caused it.
 * The supervisor never runs learner code and never unpickles what a client sends: a request is a
   JSON header and the arguments' raw bytes, checked field by field
   (:mod:`ptxlab.run.launch_wire`), the source's size and the compiler options included.
-* **One executor per session.** Every request names its session (one per graded notebook, one
-  per judging of it); a request of another session than the running executor's gets a fresh
-  executor (a spare one is kept warm), so no launch ever sees what another student's launches
-  left: compiled modules, files, device memory, a CUDA context.
+* **Nothing of one session reaches the next.** Every request names its session (one per graded
+  notebook, one per judging of it). When a request of another session comes, the executor is
+  cleared before it serves it: every module it loaded is unloaded (no ``__device__`` variable
+  carries over), device memory goes back to the driver -- each launch's buffers were zeroed
+  before they were freed -- and its folder is emptied. Where the last session's kernels may have
+  left what clearing cannot remove -- the device heap of in-kernel ``malloc``, read from the
+  PTX (:mod:`ptxlab.run.ptx.context_state`) -- or clearing fails, the new session gets a fresh
+  executor instead (a spare one is kept warm). A CUDA context costs the GPU's driver about a
+  sixth of a second, one at a time for the whole machine, so a context per student would cap
+  sixteen workers at about five students a second
+  (``reports/grading_gpu/sessions/SESSIONS.md``).
 * Each executor works in a fresh folder of its own (its current folder and ``TMPDIR``), removed
   with it; CuPy keeps its compiled modules in memory only. The CPU model's PTX cache is shared
   by the executors of the service, content-addressed and verified on every read
@@ -50,6 +57,7 @@ from .isolation import (POLL_S, TAIL_CHARS, ForkedChild, Reply, default_memory_m
                         default_timeout_s, describe_exit, over_memory, pickled_exception)
 from .launch_client import STARTUP_TIMEOUT_S
 from .launch_wire import launch_request, recv_frame, send_frame
+from .ptx.context_state import context_state_left
 from .untrusted_files import read_tail
 
 __all__ = ["LaunchServiceServer", "serve", "main"]
@@ -58,6 +66,9 @@ __all__ = ["LaunchServiceServer", "serve", "main"]
 _CONTEXT_SURVIVES = {"CompileError", "LaunchError", "BackendUnavailable", "KernelArgumentError",
                      "ValueError", "TypeError", "RequestRefused"}
 _CONNECT_TIMEOUT_S = 10.0
+#: The message that asks an executor to clear itself for the next student, and how long it has.
+NEXT_STUDENT = "next_student"
+CLEAR_TIMEOUT_S = 10.0
 #: Longest session name a request may carry.
 _MAX_SESSION_CHARS = 200
 #: Largest file an executor writes (its output, a cache entry), and what the service's PTX
@@ -88,6 +99,9 @@ def _executor_main(conn: Connection) -> None:
             kwargs = conn.recv()
         except EOFError:
             return
+        if kwargs.get("op") == NEXT_STUDENT:
+            conn.send(("cleared", _clear_for_next_student()))
+            continue
         conn.send(("note", in_process.where_it_runs(kwargs["source"], kwargs["backend"])))
         try:
             reply = Reply(ok=True, value=in_process.run_here(**kwargs))
@@ -95,9 +109,42 @@ def _executor_main(conn: Connection) -> None:
             reply = Reply(ok=False, value=pickled_exception(exc), type_name=type(exc).__name__,
                           message=str(exc), remote_traceback=traceback.format_exc())
         _release_device_memory()
+        if reply.ok or reply.type_name not in ("CompileError", "RequestRefused"):
+            conn.send(("keeps", _state_left(kwargs)))
         conn.send(("reply", pickle.dumps(reply)))
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _state_left(kwargs: dict) -> list[str]:
+    """What the launch's kernel may have left in this process for a later launch (the device
+    heap, through in-kernel ``malloc``), read from its PTX; unknown counts as something."""
+    try:
+        ptx = in_process.cpu_module().compile_ptx(kwargs["source"], kwargs.get("options", ()))
+    except Exception as exc:  # noqa: BLE001 - not read: a fresh process for the next student
+        return [f"unknown ({type(exc).__name__})"]
+    return context_state_left(ptx)
+
+
+def _clear_for_next_student() -> bool:
+    """Leave nothing of the last student's launches for the next one's: unload the modules
+    (their ``__device__`` variables with them), give device memory back, empty the folder."""
+    try:
+        if "cupy" in sys.modules:
+            from . import gpu
+
+            gpu.unload_modules()
+        _release_device_memory()
+        for entry in os.scandir("."):
+            if entry.name not in ("stdout.txt", "stderr.txt"):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+        return True
+    except Exception:  # noqa: BLE001 - the service replaces an executor it cannot clear
+        traceback.print_exc()
+        return False
 
 
 def _release_device_memory() -> None:
@@ -161,6 +208,8 @@ class _Executor:
         self.ready = False
         self.launches = 0
         self.info: dict = {}
+        #: What its launches may have left that clearing cannot remove (see ``keeps``).
+        self.keeps: list[str] = []
 
     @property
     def pid(self) -> int:
@@ -201,6 +250,18 @@ class _Executor:
                 return False
         return False
 
+    def clear_for_next_student(self, timeout_s: float = CLEAR_TIMEOUT_S) -> bool:
+        """Ask the executor to leave nothing of its launches for the next student's; whether
+        it did in time (an executor that did not is replaced)."""
+        try:
+            self.conn.send({"op": NEXT_STUDENT})
+            if not self.conn.poll(timeout_s):
+                return False
+            kind, ok = self.conn.recv()
+        except (EOFError, OSError):
+            return False
+        return kind == "cleared" and ok is True
+
     def stop(self) -> None:
         try:
             os.killpg(self.pid, signal.SIGKILL)
@@ -231,6 +292,7 @@ class LaunchServiceServer(socketserver.UnixStreamServer):
         self.max_memory_mb = int(max_memory_mb)
         self.launches = 0
         self.restarts = 0
+        self.handovers = 0          # sessions that followed another in a cleared executor
         self._number = 0
         self.executor: _Executor | None = None
         self.spare: _Executor | None = None
@@ -251,12 +313,16 @@ class LaunchServiceServer(socketserver.UnixStreamServer):
         self.executor = self._new_executor(session)
 
     def executor_for(self, session: str) -> _Executor | None:
-        """A warm executor for ``session``: the running one if it has served only this session,
-        else a fresh one (the spare, warmed while the previous session ran)."""
+        """A warm executor for ``session``: the running one, cleared for the new session when it
+        served another; a fresh one (the spare, warmed meanwhile) where the other session's
+        launches may have left something clearing cannot remove, or clearing failed."""
         ex = self.executor
         if ex is not None and ex.session not in (None, session):
-            ex.stop()
-            ex, self.executor = None, None
+            if ex.keeps or not ex.clear_for_next_student():
+                ex.stop()
+                ex, self.executor = None, None
+            else:
+                self.handovers += 1
         if ex is None:
             if self.spare is not None and self.spare.proc.poll() is None:
                 self.executor, self.spare = self.spare, None
@@ -306,6 +372,7 @@ class _Handler(socketserver.BaseRequestHandler):
             self._reply({"verdict": "done", "pid": os.getpid(),
                          "executor_pid": ex.pid if ex else None, "launches": self.server.launches,
                          "restarts": self.server.restarts,
+                         "handovers": self.server.handovers,
                          "session": ex.session if ex else None,
                          "executor": ex.info if ex else {}})
             return
@@ -363,6 +430,9 @@ class _Handler(socketserver.BaseRequestHandler):
                     kind, value = ex.conn.recv()
                     if kind == "note":
                         note = value
+                        continue
+                    if kind == "keeps":
+                        ex.keeps = list(dict.fromkeys([*ex.keeps, *map(str, value)]))
                         continue
                     verdict, body = "done", value
                     break
