@@ -175,7 +175,7 @@ def write_report(result: dict, out: Path) -> Path:
     p = result["fresh_process"]
     c = result["contexts_at_once"]
     lines = [
-        "# One executor per student: what it costs on this machine",
+        "# A session per student: what it costs on this machine",
         "",
         f"{result['date']}, {result['device']}, {result['cpus']} CPUs, CuPy "
         f"{result['cupy']}. Command: `{result['command']}`.",

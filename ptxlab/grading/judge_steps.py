@@ -127,8 +127,8 @@ class JudgeAnswers(NbGraderPreprocessor):
 def grader_launches(config, log_path: Path, *, warn=None):
     """The environment in which the grader launches kernel answers: isolated, each launch's
     record appended to ``log_path``, through the grader's sandboxed launch service (always on
-    for this). Learner code is compiled and run only in the service's sandbox, in an executor
-    of its own (a fresh session): never in this process, never in an unsandboxed child. A
+    for this). Learner code is compiled and run only in the service's sandbox, in a session of
+    its own (the executor cleared for it): never in this process, never in an unsandboxed child. A
     service that cannot start makes each launch a fault of the machine (ServiceUnavailable:
     the submission is not graded, and the next run grades it), never a student's 0."""
     km = SandboxedKernelManager(config=config)

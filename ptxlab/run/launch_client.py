@@ -6,9 +6,9 @@ raises the same errors; :func:`ping` asks for its state; :class:`ServiceProcess`
 handle on one running service (it starts the server's command, never imports it).
 
 Every launch names its *session* (``$PTXLAB_LAUNCH_SESSION``: one per graded notebook, one per
-judging of a notebook): the service runs each session's launches in an executor process of
-their own, so nothing one student's launches leave behind (compiled modules, files, device
-memory) is seen by another's.
+judging of a notebook): the service clears its executor before it serves a new session (or
+starts a fresh one where clearing cannot undo what the last session did), so nothing one
+student's launches leave behind (compiled modules, files, device memory) is seen by another's.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ __all__ = ["SERVICE_ENV", "SESSION_ENV", "ServiceUnavailable", "ServiceProcess",
 
 #: The socket a notebook kernel's launches go to (set by the grader in the kernel's environment).
 SERVICE_ENV = "PTXLAB_LAUNCH_SERVICE"
-#: The session the launches of this process belong to (one executor per session).
+#: The session the launches of this process belong to (the executor is cleared between sessions).
 SESSION_ENV = "PTXLAB_LAUNCH_SESSION"
 #: The module the service runs (``python -m``).
 SERVER_MODULE = "ptxlab.run.launch_server"
