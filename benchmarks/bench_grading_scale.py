@@ -137,7 +137,19 @@ def class_verdicts(root: Path, assignment: str, students: list[tuple[str, str]])
     return {"good_total": len(good), "good_full_marks": len(full), "blank_total": len(blank),
             "blank_zero": len(zero), "max_score": max_score, "lost": lost, "blank_nonzero": nonzero,
             "launch_routes_first_5_good": routes,
-            "median_submission_s": durations[len(durations) // 2] if durations else None}
+            "median_submission_s": durations[len(durations) // 2] if durations else None,
+            "median_step_s": median_steps(got.values())}
+
+
+def median_steps(rows) -> dict[str, float]:
+    """The median time of each grading step over the class (the ledger's ``steps_s``)."""
+    import statistics
+
+    by_step: dict[str, list[float]] = {}
+    for o in rows:
+        for step, seconds in (getattr(o, "steps_s", None) or {}).items():
+            by_step.setdefault(step, []).append(seconds)
+    return {step: round(statistics.median(v), 3) for step, v in by_step.items()}
 
 
 def corpus_verdicts(root: Path, kernels_on: str) -> dict:
@@ -253,6 +265,7 @@ def run(args: argparse.Namespace, base: Path) -> dict:
                      "corpus_cases": c["cases"], "corpus_problems": c["problems"],
                      "lost": v["lost"], "blank_nonzero": v["blank_nonzero"],
                      "median_submission_s": v["median_submission_s"],
+                     "median_step_s": v["median_step_s"],
                      "launch_routes_first_5_good": v["launch_routes_first_5_good"],
                      "preflight": next((ln for ln in log.splitlines() if ln.startswith("preflight")), "")})
         print(f"run {i + 1}: class {class_s:.1f} s + corpus {corpus_s:.1f} s = {wall:.1f} s; "
@@ -301,6 +314,17 @@ def write_report(result: dict, out: Path) -> Path:
             lines.append(f"\nRun {i}, corpus case `{name}`: {'; '.join(problems)}")
         for s, why in list(r["lost"].items())[:5]:
             lines.append(f"\nRun {i}, solution {s} lost points: {why}")
+    steps = [r.get("median_step_s") or {} for r in result["runs"]]
+    names = list(dict.fromkeys(k for st in steps for k in st))
+    if names:
+        lines += ["", "Where a submission's time goes: the median of each grading step over the "
+                  "class, per run (the ledger's `steps_s`; `nbgrader` is the rest of nbgrader's "
+                  "autograde: its database, its copies, its other steps).", "",
+                  "| run | " + " | ".join(names) + " |",
+                  "| ---: |" + " ---: |" * len(names)]
+        for i, st in enumerate(steps, 1):
+            lines.append(f"| {i} | " + " | ".join(f"{st[n]} s" if n in st else "-"
+                                                  for n in names) + " |")
     if result["runs"]:
         r = result["runs"][0]
         lines += ["", f"Where the launches of the first correct submissions ran: "

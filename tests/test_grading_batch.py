@@ -142,6 +142,9 @@ def test_interrupted_batch_resumes_without_losing_anything(course):
     assert f"graded {len(CLASS) - len(first)} now, {len(first)} already graded" in again.stdout
     done = Ledger(ledger_path).load()
     assert set(done) == {s for s, _ in CLASS}
+    for o in done.values():                        # each row says where its time went
+        assert {"kernel start", "notebook cells", "nbgrader", "scores read"} <= set(o.steps_s)
+        assert 0 < sum(o.steps_s.values()) <= o.duration_s + 0.01, (o.steps_s, o.duration_s)
     for student in first:                          # nothing graded twice, nothing lost
         assert done[student] == first[student]
     lines = [json.loads(l)["student"] for l in ledger_path.read_text().splitlines()]

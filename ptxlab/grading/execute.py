@@ -28,6 +28,7 @@ import atexit
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 from jupyter_core.utils import run_sync
@@ -36,7 +37,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
-from . import judge
+from . import judge, step_times
 from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
 from .launch_service_pool import shutdown_launch_services
@@ -176,6 +177,7 @@ class SandboxedExecute(Execute):
 
         plan: judge.GradingPlan | None = (resources or {}).get(judge.PLAN_KEY)
         self._judged_outside = bool(self.verdicts_by_grader and plan is not None and plan.slots)
+        started = time.perf_counter()
         spare_key = None
         if km is None and self.kernel_manager_class is SandboxedKernelManager:
             # The kernel always works in a private folder holding copies of the notebook's
@@ -199,6 +201,8 @@ class SandboxedExecute(Execute):
             assert self.kc
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             assert info_msg
+            step_times.add("kernel start", time.perf_counter() - started)
+            cells_started, handed_back = time.perf_counter(), 0.0
             self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
             # A notebook judged outside launches nothing (its ptxlab is the client): the grader
             # reads no file of its sandbox.
@@ -229,7 +233,13 @@ class SandboxedExecute(Execute):
                 if plan is not None and self._judged_outside:
                     due = plan.slots_of(cell)
                     if due:
+                        asked = time.perf_counter()
                         self._ask(plan, due)
+                        handed_back += time.perf_counter() - asked
+            step_times.add("notebook cells", time.perf_counter() - cells_started - handed_back)
+            step_times.add("answers handed back", handed_back)
+            stopping = time.perf_counter()
+        step_times.add("kernel stop", time.perf_counter() - stopping)
         self.set_widgets_metadata()
         return self.nb, self.resources
 

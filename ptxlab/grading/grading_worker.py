@@ -25,6 +25,7 @@ from ..run import sources
 from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_failure,
                       record_flags, short_error)
 from .submission_files import read_timestamp, submission_problems
+from . import step_times
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
 
@@ -107,7 +108,10 @@ class SubmissionGrader:
             return self._refused(student, refused, t0)
         unreadable = self._unreadable_notebooks(student)
         for attempt in range(1 + len(INFRA_RETRY_WAIT_S)):
+            step_times.start_submission()
+            started = time.monotonic()
             result = self.api.autograde(self.assignment, student, force=True, create=True)
+            autograde_s = time.monotonic() - started
             log_text = (result.get("log") or "") + ("\n" + result["error"] if result.get("error") else "")
             cause = None if result["success"] else infrastructure_cause(log_text)
             if cause is None:
@@ -124,6 +128,10 @@ class SubmissionGrader:
                 duration_s=round(time.monotonic() - t0, 3))
         outcome = StudentOutcome(student=student, status="graded" if result["success"] else "failed",
                                  submitted_at=self.submitted_at(student))
+        ours = step_times.taken()
+        # nbgrader's own part of autograde: its database, its copies, its other steps
+        outcome.steps_s = {**ours, "nbgrader": round(max(0.0, autograde_s - sum(ours.values())), 3)}
+        read_started = time.monotonic()
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             if not result["success"]:
                 record_failure(gb, self.assignment, student)
@@ -145,6 +153,7 @@ class SubmissionGrader:
                 outcome.reason += " (also failed, without points of their own: " + "; ".join(notes) + ")"
         else:
             outcome.reason = "; ".join(unreadable) or _nbgrader_error(log_text)
+        outcome.steps_s["scores read"] = round(time.monotonic() - read_started, 3)
         outcome.duration_s = round(time.monotonic() - t0, 3)
         return outcome
 

@@ -26,7 +26,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool
 
-from . import judge
+from . import judge, step_times
 from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager
 from ..run.backends import SERVICE_REQUIRED_ENV
@@ -63,6 +63,10 @@ class DrawQuestions(NbGraderPreprocessor):
                                    "cells' own outcome, as stock nbgrader")
 
     def preprocess(self, nb: NotebookNode, resources: dict):
+        with step_times.timed("draw questions"):
+            return self._plan(nb, resources)
+
+    def _plan(self, nb: NotebookNode, resources: dict):
         resources = resources if resources is not None else {}
         resources.pop(judge.PLAN_KEY, None)
         if not self.verdicts_by_grader:
@@ -95,6 +99,10 @@ class JudgeAnswers(NbGraderPreprocessor):
     """Judge the replies here and write the verdicts into the test cells."""
 
     def preprocess(self, nb: NotebookNode, resources: dict):
+        with step_times.timed("judge"):
+            return self._judge(nb, resources)
+
+    def _judge(self, nb: NotebookNode, resources: dict):
         plan: judge.GradingPlan | None = (resources or {}).get(judge.PLAN_KEY)
         if plan is None:
             return nb, resources

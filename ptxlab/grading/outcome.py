@@ -50,6 +50,8 @@ class StudentOutcome:
     duration_s: float = 0.0
     submitted_at: str = ""
     checks: list[CheckOutcome] = field(default_factory=list)
+    #: Seconds each grading step took (:mod:`ptxlab.grading.step_times`), for the ledger.
+    steps_s: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def not_graded(cls, student: str, cause: str, **fields) -> "StudentOutcome":
