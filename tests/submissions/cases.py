@@ -119,6 +119,21 @@ def ldmatrix_x4_address(lane, row_stride_bytes):
 
 _KERNEL_ADDR = "unsigned addr = base + (8 * (matrix % 2) + row) * 32 + 16 * (matrix / 2);"
 
+
+def _replace_launch_log(make: str) -> Callable[[dict], dict]:
+    """The answer cell swaps the launch log the grader reads after each cell (the notebook's
+    sandbox can write it) for something else, which ``make`` builds at ``log``."""
+    return _append_to_formula("import os\n"
+                              "log = os.environ.get('PTXLAB_LAUNCH_LOG', '')\n"
+                              "if log:\n"
+                              "    if os.path.lexists(log):\n"
+                              "        os.remove(log)\n"
+                              f"    {make}\n")
+
+
+#: What the grader says of a launch log that is not a plain file of its own size.
+_LOG_REFUSED = r"launch log .*not read any more"
+
 CASES: list[Case] = [
     Case("good_a", "the reference solution"),
     Case("good_b", "a correct formula written differently", _formula(GOOD_FORMULA)),
@@ -203,6 +218,20 @@ CASES: list[Case] = [
     Case("bad_kernel_trap", "the kernel executes trap",
          _kernel_edit("unsigned r0, r1, r2, r3;", 'asm volatile("trap;");\n    unsigned r0, r1, r2, r3;'),
          passes=ADDRESS_TESTS, kernel=True, reasons={"test_kernel": r"KernelFault|trap|illegal|crash"}),
+    # The launch log: read by the grader, written by the notebook's sandbox. Whatever it is
+    # replaced by, the grader never blocks, follows a link or reads past its limit; the checks
+    # keep their points (the log only says where kernels ran) and the row says why.
+    Case("bad_launch_log_fifo", "the launch log replaced by a FIFO (an open() that would block)",
+         _replace_launch_log("os.mkfifo(log)"), submission_reason=_LOG_REFUSED),
+    Case("bad_launch_log_to_ledger", "the launch log replaced by a link to the course's ledger",
+         _replace_launch_log("os.symlink('__COURSE_ROOT__/grading/ps1/ledger.jsonl', log)"),
+         submission_reason=_LOG_REFUSED),
+    Case("bad_launch_log_dev_zero", "the launch log replaced by a link to /dev/zero",
+         _replace_launch_log("os.symlink('/dev/zero', log)"), submission_reason=_LOG_REFUSED),
+    Case("bad_launch_log_huge", "the launch log made a 64 MiB file (sparse), past what the grader "
+         "reads of it",
+         _replace_launch_log("open(log, 'wb').truncate(64 << 20)"),
+         submission_reason=_LOG_REFUSED),
     # Volatile loads of global memory: the GPU compiler removes a spin on a local variable,
     # even a volatile one, and the kernel then finishes with full marks.
     Case("bad_kernel_hang", "the kernel never finishes (it spins on loads of global memory)",
