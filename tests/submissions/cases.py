@@ -34,6 +34,7 @@ class Case:
     status: str = "graded"
     kernel: bool = False                        # reasons that need a kernel backend
     submission_reason: str | None = None        # regex for a submission nbgrader cannot grade
+    backend_named: bool = True                  # the row names where test_kernel's kernel ran
 
     @property
     def good(self) -> bool:
@@ -220,18 +221,21 @@ CASES: list[Case] = [
          passes=ADDRESS_TESTS, kernel=True, reasons={"test_kernel": r"KernelFault|trap|illegal|crash"}),
     # The launch log: read by the grader, written by the notebook's sandbox. Whatever it is
     # replaced by, the grader never blocks, follows a link or reads past its limit; the checks
-    # keep their points (the log only says where kernels ran) and the row says why.
+    # keep their points (the log only says where kernels ran, which the row then cannot name)
+    # and the row says why.
     Case("bad_launch_log_fifo", "the launch log replaced by a FIFO (an open() that would block)",
-         _replace_launch_log("os.mkfifo(log)"), submission_reason=_LOG_REFUSED),
+         _replace_launch_log("os.mkfifo(log)"), submission_reason=_LOG_REFUSED,
+         backend_named=False),
     Case("bad_launch_log_to_ledger", "the launch log replaced by a link to the course's ledger",
          _replace_launch_log("os.symlink('__COURSE_ROOT__/grading/ps1/ledger.jsonl', log)"),
-         submission_reason=_LOG_REFUSED),
+         submission_reason=_LOG_REFUSED, backend_named=False),
     Case("bad_launch_log_dev_zero", "the launch log replaced by a link to /dev/zero",
-         _replace_launch_log("os.symlink('/dev/zero', log)"), submission_reason=_LOG_REFUSED),
+         _replace_launch_log("os.symlink('/dev/zero', log)"), submission_reason=_LOG_REFUSED,
+         backend_named=False),
     Case("bad_launch_log_huge", "the launch log made a 64 MiB file (sparse), past what the grader "
          "reads of it",
          _replace_launch_log("open(log, 'wb').truncate(64 << 20)"),
-         submission_reason=_LOG_REFUSED),
+         submission_reason=_LOG_REFUSED, backend_named=False),
     # Volatile loads of global memory: the GPU compiler removes a spin on a local variable,
     # even a volatile one, and the kernel then finishes with full marks.
     Case("bad_kernel_hang", "the kernel never finishes (it spins on loads of global memory)",
