@@ -20,10 +20,10 @@ variable                          default  meaning
                                            most half the cell limit is used)
 ``PTXLAB_LAUNCH_MEMORY_MB``       4096     host memory of one isolated kernel launch
 ``PTXLAB_LAUNCH_GPU_MEMORY_MB``   0        GPU memory one launch may allocate (0: no limit)
-``PTXLAB_WARM_LAUNCHES``          auto     ``on``: a worker's launches run in one warm launch
-                                           service (one CUDA context, one compile cache);
-                                           ``off``: a fresh process per launch; ``auto``: on
-                                           when kernels get a GPU
+``PTXLAB_WARM_LAUNCHES``          on       ``on``: a worker's launches run in one warm launch
+                                           service (one CUDA context, one compile cache),
+                                           cleared between students; ``off``: a fresh process
+                                           per launch; ``auto``: on only when kernels get a GPU
 ``PTXLAB_SANDBOX_HIDE``                    more paths the sandbox must hide (``:``-separated)
 ``PTXLAB_GRADING_GPU``            1        ``0`` keeps the GPU out of the sandbox
 ``PTXLAB_PRESTART_KERNELS``       1        ``0``: start each notebook's kernel on demand
@@ -88,7 +88,7 @@ c.SandboxedKernelManager.kernel_memory_mode = _env("PTXLAB_KERNEL_MEMORY_MODE", 
 c.SandboxedKernelManager.launch_timeout_s = float(_env("PTXLAB_LAUNCH_TIMEOUT_S", "60"))
 c.SandboxedKernelManager.launch_memory_mb = int(_env("PTXLAB_LAUNCH_MEMORY_MB", "4096"))
 c.SandboxedKernelManager.launch_gpu_memory_mb = int(_env("PTXLAB_LAUNCH_GPU_MEMORY_MB", "0"))
-c.SandboxedKernelManager.launch_service = _env("PTXLAB_WARM_LAUNCHES", "auto")
+c.SandboxedKernelManager.launch_service = _env("PTXLAB_WARM_LAUNCHES", "on")
 # The configured course root (source/, submitted/, the gradebook) and exchange are hidden
 # automatically; nbgrader's default exchange and any path named here are hidden too.
 c.SandboxedKernelManager.hidden_paths = (

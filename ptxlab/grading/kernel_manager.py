@@ -84,11 +84,13 @@ class SandboxedKernelManager(AsyncKernelManager):
     launch_gpu_memory_mb = Integer(0, config=True,
                                    help="GPU memory one kernel launch may allocate through "
                                         "CuPy, MiB (0: no limit); sets CUPY_GPU_MEMORY_LIMIT")
-    launch_service = Unicode("auto", config=True,
+    launch_service = Unicode("on", config=True,
                              help="'on': the worker's kernel launches run in one warm launch "
-                                  "service (one CUDA context, one compile cache); 'off': each "
-                                  "launch in a child process of its own; 'auto': on when the "
-                                  "kernel gets a GPU")
+                                  "service (one CUDA context, one compile cache), cleared "
+                                  "between students -- on the CPU model too, where it spares "
+                                  "every launch a fork and a compile; 'off': each launch in a "
+                                  "child process of its own; 'auto': on when the kernel gets a "
+                                  "GPU")
     file_size_mb = Integer(256, config=True, help="largest file the kernel may write, MiB")
     disk_quota_mb = Integer(512, config=True,
                             help="most the kernel's working folder may hold, MiB (0: no quota); "
