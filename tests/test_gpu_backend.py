@@ -210,6 +210,17 @@ def test_run_kernel_copies_arrays_back_and_keeps_inputs(use_fake):
     assert out[1] == np.int32(5) and isinstance(out[1], np.int32)
 
 
+def test_a_launchs_device_buffers_are_zeroed_before_they_go_back(use_fake):
+    """What a kernel wrote is gone from device memory before the next launch (of the next
+    student, in a warm executor) can be given the same memory."""
+    fake = make_fake_cupy(kernels={"double_first": FakeKernel("double_first", double_first)})
+    made, copy = [], fake.asarray
+    fake.asarray = lambda a: made.append(copy(a)) or made[-1]
+    use_fake(fake)
+    out = gpu.run_kernel(SRC, "double_first", (1,), (32,), [np.ones(32, np.float32), np.int32(3)])
+    assert (out[0] == 2).all() and len(made) == 1 and not made[0].any()
+
+
 def test_large_dynamic_shared_memory_is_opted_into(use_fake):
     k = FakeKernel("double_first", double_first)
     use_fake(make_fake_cupy(kernels={"double_first": k}))

@@ -282,12 +282,11 @@ def unload_modules() -> None:
 
 def _zero(device_arrays: Sequence) -> None:
     """Overwrite what a launch's device buffers hold before they go back to the pool, so no
-    later allocation of this process starts with it."""
-    cupy = _import_cupy()
+    later allocation of this process starts with it (``fill(0)`` of a contiguous CuPy array is
+    a memset: no kernel to compile)."""
     for d in device_arrays:
-        if isinstance(d, cupy.ndarray) and d.nbytes:
-            cupy.cuda.runtime.memset(d.data.ptr, 0, d.nbytes)
-    cupy.cuda.runtime.deviceSynchronize()
+        d.fill(0)
+    _import_cupy().cuda.runtime.deviceSynchronize()
 
 
 def warm_up() -> str:
@@ -383,5 +382,5 @@ def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem
     outputs: list = []
     for a, d, shape in zip(args, dev_args, shapes):
         outputs.append(cupy.asnumpy(d).reshape(shape) if shape is not None else a)
-    _zero(dev_args)
+    _zero([d for d, shape in zip(dev_args, shapes) if shape is not None])
     return outputs
