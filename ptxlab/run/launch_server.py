@@ -94,13 +94,15 @@ def _executor_main(conn: Connection) -> None:
     except Exception as exc:  # noqa: BLE001 - the launches report it in their own words
         info["warm_up_error"] = f"{type(exc).__name__}: {exc}"
     conn.send(("ready", info))
+    ran: set[tuple[str, tuple]] = set()    # (source, options) launched since the last clearing
     while True:
         try:
             kwargs = conn.recv()
         except EOFError:
             return
         if kwargs.get("op") == NEXT_STUDENT:
-            conn.send(("cleared", _clear_for_next_student()))
+            conn.send(("cleared", _clear_for_next_student(ran)))
+            ran.clear()
             continue
         conn.send(("note", in_process.where_it_runs(kwargs["source"], kwargs["backend"])))
         try:
@@ -110,31 +112,35 @@ def _executor_main(conn: Connection) -> None:
                           message=str(exc), remote_traceback=traceback.format_exc())
         _release_device_memory()
         if reply.ok or reply.type_name not in ("CompileError", "RequestRefused"):
-            conn.send(("keeps", _state_left(kwargs)))
+            ran.add((kwargs["source"], tuple(kwargs.get("options", ()))))
         conn.send(("reply", pickle.dumps(reply)))
         sys.stdout.flush()
         sys.stderr.flush()
 
 
-def _state_left(kwargs: dict) -> list[str]:
-    """What the launch's kernel may have left in this process for a later launch (the device
-    heap, through in-kernel ``malloc``), read from its PTX; unknown counts as something."""
+def _leaves_state(source: str, options: tuple) -> bool:
+    """Whether a kernel of ``source`` may have left in this process what clearing cannot
+    remove (the device heap, through in-kernel ``malloc``), read from its PTX (already compiled
+    for the CPU model, so from its cache); a PTX that cannot be read counts as yes."""
     try:
-        ptx = in_process.cpu_module().compile_ptx(kwargs["source"], kwargs.get("options", ()))
-    except Exception as exc:  # noqa: BLE001 - not read: a fresh process for the next student
-        return [f"unknown ({type(exc).__name__})"]
-    return context_state_left(ptx)
+        return bool(context_state_left(in_process.cpu_module().compile_ptx(source, options)))
+    except Exception:  # noqa: BLE001 - not read: a fresh process for the next student
+        return True
 
 
-def _clear_for_next_student() -> bool:
-    """Leave nothing of the last student's launches for the next one's: unload the modules
-    (their ``__device__`` variables with them), give device memory back, empty the folder."""
+def _clear_for_next_student(ran: set[tuple[str, tuple]]) -> bool:
+    """Leave nothing of the last student's launches (``ran``) for the next one's: unload the
+    modules (their ``__device__`` variables with them) and empty the folder; each launch's
+    device memory was zeroed and given back when it ended. ``False`` -- the service then starts
+    a fresh executor -- where a kernel that ran may have left what clearing cannot remove, or
+    clearing failed."""
+    if any(_leaves_state(source, options) for source, options in ran):
+        return False
     try:
         if "cupy" in sys.modules:
             from . import gpu
 
             gpu.unload_modules()
-        _release_device_memory()
         for entry in os.scandir("."):
             if entry.name not in ("stdout.txt", "stderr.txt"):
                 if entry.is_dir(follow_symlinks=False):
@@ -208,8 +214,6 @@ class _Executor:
         self.ready = False
         self.launches = 0
         self.info: dict = {}
-        #: What its launches may have left that clearing cannot remove (see ``keeps``).
-        self.keeps: list[str] = []
 
     @property
     def pid(self) -> int:
@@ -252,7 +256,7 @@ class _Executor:
 
     def clear_for_next_student(self, timeout_s: float = CLEAR_TIMEOUT_S) -> bool:
         """Ask the executor to leave nothing of its launches for the next student's; whether
-        it did in time (an executor that did not is replaced)."""
+        it could, in time (an executor that could not is replaced)."""
         try:
             self.conn.send({"op": NEXT_STUDENT})
             if not self.conn.poll(timeout_s):
@@ -318,7 +322,7 @@ class LaunchServiceServer(socketserver.UnixStreamServer):
         launches may have left something clearing cannot remove, or clearing failed."""
         ex = self.executor
         if ex is not None and ex.session not in (None, session):
-            if ex.keeps or not ex.clear_for_next_student():
+            if not ex.clear_for_next_student():
                 ex.stop()
                 ex, self.executor = None, None
             else:
@@ -430,9 +434,6 @@ class _Handler(socketserver.BaseRequestHandler):
                     kind, value = ex.conn.recv()
                     if kind == "note":
                         note = value
-                        continue
-                    if kind == "keeps":
-                        ex.keeps = list(dict.fromkeys([*ex.keeps, *map(str, value)]))
                         continue
                     verdict, body = "done", value
                     break
