@@ -37,6 +37,7 @@ for extra in (REPO, REPO / "scripts", REPO / "tests" / "fixtures" / "grading",
 import cases as corpus  # noqa: E402
 import course as fixture_course  # noqa: E402
 import gpu_grading_check as check  # noqa: E402
+from cpu_by_process import CpuSampler, format_summary  # noqa: E402
 
 TARGET_S = 120.0
 #: The class alone (200 submissions of 06_mma on the 16-core H100 server, sandbox on).
@@ -228,14 +229,14 @@ def run(args: argparse.Namespace, base: Path) -> dict:
           f"({args.solutions} solutions, {args.blank} blank) and the corpus", flush=True)
     template = course_template(base, args.assignment, env)
     write_class(template, args.assignment, students)
-    corpus_root = corpus_template(base, corpus_env)
+    corpus_root = corpus_template(base, corpus_env) if args.corpus else None
     runs: list[dict] = []
     previous = args.out / "scale.json"
     if args.runs == 0 and previous.exists():
         runs = json.loads(previous.read_text()).get("runs", [])   # adding the stock subset only
 
     def result(stock: dict | None) -> dict:
-        met = bool(runs) and all(
+        met = bool(runs) and args.corpus and all(
             r["wall_s"] <= TARGET_S and r["class_s"] <= CLASS_TARGET_S
             and r["good_full_marks"] == r["good_total"]
             and r["blank_zero"] == r["blank_total"] and r["corpus_as_expected"] for r in runs)
@@ -251,11 +252,15 @@ def run(args: argparse.Namespace, base: Path) -> dict:
 
     for i in range(args.runs):
         root = fresh_copy(template, base / f"run{i}")
-        croot = fresh_copy(corpus_root, base / f"corpus{i}")
-        class_s, log = ptxlab_grade(root, args.assignment, args.workers, env)
-        corpus_s, _ = ptxlab_grade(croot, "ps1", args.workers, corpus_env)
+        with CpuSampler() as sampler:
+            class_s, log = ptxlab_grade(root, args.assignment, args.workers, env)
+        cpu = sampler.summary()
         v = class_verdicts(root, args.assignment, students)
-        c = corpus_verdicts(croot, kernels_on)
+        corpus_s, c, croot = 0.0, {"as_expected": 0, "cases": 0, "problems": {}}, None
+        if corpus_root is not None:
+            croot = fresh_copy(corpus_root, base / f"corpus{i}")
+            corpus_s, _ = ptxlab_grade(croot, "ps1", args.workers, corpus_env)
+            c = corpus_verdicts(croot, kernels_on)
         wall = class_s + corpus_s
         runs.append({"wall_s": round(wall, 2), "class_s": round(class_s, 2),
                      "corpus_s": round(corpus_s, 2), "good_total": v["good_total"],
@@ -265,15 +270,17 @@ def run(args: argparse.Namespace, base: Path) -> dict:
                      "corpus_cases": c["cases"], "corpus_problems": c["problems"],
                      "lost": v["lost"], "blank_nonzero": v["blank_nonzero"],
                      "median_submission_s": v["median_submission_s"],
-                     "median_step_s": v["median_step_s"],
+                     "median_step_s": v["median_step_s"], "class_cpu": cpu,
                      "launch_routes_first_5_good": v["launch_routes_first_5_good"],
                      "preflight": next((ln for ln in log.splitlines() if ln.startswith("preflight")), "")})
         print(f"run {i + 1}: class {class_s:.1f} s + corpus {corpus_s:.1f} s = {wall:.1f} s; "
               f"{v['good_full_marks']}/{v['good_total']} solutions full marks, "
               f"{v['blank_zero']}/{v['blank_total']} blank 0, corpus "
               f"{c['as_expected']}/{c['cases']} as expected", flush=True)
+        print("  while the class was graded: " + format_summary(cpu), flush=True)
         shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(croot, ignore_errors=True)
+        if croot is not None:
+            shutil.rmtree(croot, ignore_errors=True)
         write_report(result(None), args.out)          # what is measured survives an interruption
     stock = None
     if args.stock:
@@ -300,7 +307,9 @@ def write_report(result: dict, out: Path) -> Path:
         f"**Target** (every run at most {result['target_s']:g} s, the class alone at most "
         f"{result.get('class_target_s', CLASS_TARGET_S):g} s, every solution full marks, "
         f"every blank 0, every corpus case as expected): "
-        f"**{'met' if result['target_met'] else 'NOT met'}**.", "",
+        f"**{'met' if result['target_met'] else 'NOT met'}**"
+        + (" (not judged: the corpus was not graded, `--no-corpus`)."
+           if result["runs"] and not result["runs"][0]["corpus_cases"] else "."), "",
         "| run | class | corpus | total | solutions full marks | blank 0 | corpus as expected | "
         "median per submission |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
@@ -325,6 +334,11 @@ def write_report(result: dict, out: Path) -> Path:
         for i, st in enumerate(steps, 1):
             lines.append(f"| {i} | " + " | ".join(f"{st[n]} s" if n in st else "-"
                                                   for n in names) + " |")
+    for i, r in enumerate(result["runs"], 1):
+        if r.get("class_cpu"):
+            lines += ["", f"Run {i}, the machine's CPU while the class was graded "
+                      "(`benchmarks/cpu_by_process.py`):", "", "```",
+                      format_summary(r["class_cpu"]), "```"]
     if result["runs"]:
         r = result["runs"][0]
         lines += ["", f"Where the launches of the first correct submissions ran: "
@@ -361,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="students also graded by stock nbgrader (0: none)")
     parser.add_argument("--launch-timeout", type=float, default=10.0,
                         help="limit of one kernel launch, s (the corpus's hang costs this)")
+    parser.add_argument("--corpus", action=argparse.BooleanOptionalAction, default=True,
+                        help="grade the bad-submission corpus after each run of the class "
+                             "(--no-corpus: the class alone, and the target is not judged)")
     parser.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "grading_gpu")
     args = parser.parse_args(argv)

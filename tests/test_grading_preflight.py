@@ -101,3 +101,22 @@ def test_preflight_goes_through_the_warm_launch_service_in_the_sandbox(released_
     assert not result.warning
     from ptxlab.grading import launch_service_pool as launch_services
     assert not launch_services._SERVICES, "the preflight's service must not idle in the head"
+
+
+def test_modules_without_bytecode_are_named_with_the_folder_to_compile(tmp_path, monkeypatch):
+    """A package installed with --no-compile is compiled again by every sandboxed kernel (the
+    sandbox is read-only): the preflight names it and the command that compiles it once."""
+    import compileall
+    import sys
+
+    from ptxlab.grading.preflight import modules_without_bytecode
+
+    pkg = tmp_path / "site" / "kernel_dep_probe"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "kernel_dep_probe", raising=False)
+    assert modules_without_bytecode(("kernel_dep_probe",)) == {
+        "kernel_dep_probe": str(tmp_path / "site")}
+    compileall.compile_dir(str(pkg), quiet=2)
+    assert modules_without_bytecode(("kernel_dep_probe",)) == {}

@@ -315,3 +315,37 @@ def test_a_cells_output_is_capped_in_bytes():
     assert big.outputs[0].text == "y" * 500_000            # what fits stays
     assert "this cell's output was 6.5 MB" in big.outputs[-1].text
     assert small.outputs[0].text == "ok\n"
+
+
+def _naive_within(path: Path, other: Path) -> bool:
+    try:
+        path.relative_to(other)
+        return True
+    except ValueError:
+        return False
+
+
+def test_path_checks_agree_with_the_plain_definition_on_random_trees():
+    """The mounts and covers of a kernel are decided in time proportional to a path's depth (a
+    class hides hundreds of folders at every kernel start); the answers are the plain ones."""
+    import random
+
+    rng = random.Random(7)
+    names = ["a", "b", "ab", "c"]
+
+    def random_path() -> Path:
+        return Path("/", *(rng.choice(names) for _ in range(rng.randint(1, 5))))
+
+    for _ in range(200):
+        paths = [random_path() for _ in range(rng.randint(0, 12))]
+        probe = random_path()
+        got = sandbox._dedupe_nested(paths)
+        unique = sorted(set(paths), key=lambda p: len(p.parts))
+        want: list[Path] = []
+        for p in unique:
+            if not any(_naive_within(p, k) for k in want):
+                want.append(p)
+        assert sorted(got) == sorted(want)
+        ps = sandbox._PathSet(paths)
+        assert ps.holds(probe) == any(_naive_within(probe, p) for p in paths)
+        assert ps.inside(probe) == any(_naive_within(p, probe) for p in paths)

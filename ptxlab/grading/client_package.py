@@ -17,6 +17,7 @@ kernels -- is on the notebook's path or in its file system.
 from __future__ import annotations
 
 import atexit
+import compileall
 import os
 import shutil
 import sys
@@ -46,6 +47,8 @@ def client_tree() -> Path:
     (package / "grading" / "__init__.py").write_text('"""Kernel start-up in the sandbox."""\n')
     for name in _BOOT_FILES:
         shutil.copyfile(_GRADING_DIR / name, package / "grading" / name)
+    # Compiled once here: the sandbox is read-only, so every kernel would compile them again.
+    compileall.compile_dir(str(package), quiet=2)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     _TREE = root

@@ -13,6 +13,7 @@ the fix. It also says where learner kernels will run (the GPU or the CPU model).
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import subprocess
 import tempfile
@@ -70,6 +71,36 @@ class PreflightResult:
     def where(self) -> str:
         """``the GPU (NVIDIA H100 ...)`` or ``the CPU model (PTX interpreter)``."""
         return where_text(self.backend, self.device)
+
+
+#: What every notebook kernel imports before its first cell (ipykernel and what it stands on).
+KERNEL_MODULES = ("ipykernel", "IPython", "jupyter_client", "zmq", "traitlets", "tornado",
+                  "numpy", "pygments", "prompt_toolkit")
+
+
+def modules_without_bytecode(names: tuple[str, ...] = KERNEL_MODULES) -> dict[str, str]:
+    """``{module: folder to compile}`` for the kernel's modules whose source has no ``.pyc``
+    beside it. The package ``ptxlab`` runs from is compiled here when it can be (it is the
+    grader's own; what a kernel imports of it is the client, compiled when it is built)."""
+    import compileall
+    import importlib.util
+
+    from ..run import sources
+
+    if os.access(sources.PACKAGE_DIR, os.W_OK):
+        compileall.compile_dir(str(sources.PACKAGE_DIR), quiet=2)
+    missing: dict[str, str] = {}
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        origin = spec.origin if spec else None
+        if not origin or not origin.endswith(".py"):
+            continue
+        if not os.path.exists(importlib.util.cache_from_source(origin)):
+            missing[name] = str(Path(origin).parent.parent)
+    return missing
 
 
 def sandbox_problem(sandbox_mode: str) -> str | None:
@@ -225,6 +256,14 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
         warnings.append(f"the warm launch service is not in use ({route or 'no launch record'}): "
                         "every launch starts a process of its own; verdicts are the same, "
                         "grading is slower")
+    uncompiled = modules_without_bytecode()
+    if uncompiled:
+        warnings.append(
+            f"the Python packages a notebook kernel imports have no compiled bytecode "
+            f"({', '.join(sorted(uncompiled))}; installed with --no-compile, or by another "
+            "user): the sandbox is read-only, so every kernel compiles them again, about a "
+            "second of CPU per submission; compile them once with `python -m compileall -q "
+            + " ".join(sorted(set(uncompiled.values()))) + "`")
     if preprocessor() is None:
         warnings.append("no C preprocessor (cpp) here: a kernel's includes are not checked on "
                         "its preprocessed source, only kept out by the launch service's "

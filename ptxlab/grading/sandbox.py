@@ -103,13 +103,28 @@ def _package_dirs(kernels: bool = True) -> list[Path]:
     return dirs
 
 
-def _is_within(path: Path, other: Path) -> bool:
-    """``path`` is ``other`` or lies inside it."""
-    try:
-        path.relative_to(other)
-        return True
-    except ValueError:
-        return False
+class _PathSet:
+    """Absolute paths, asked in time proportional to a path's depth, not to how many there are:
+    a class's sandbox hides every other student's folder, and a kernel's mounts are checked
+    against all of them at each kernel start."""
+
+    def __init__(self, paths) -> None:
+        self._members = {Path(p).parts for p in paths}
+        self._ancestors = {parts[:i] for parts in self._members for i in range(1, len(parts))}
+
+    def add(self, path: Path) -> None:
+        parts = path.parts
+        self._members.add(parts)
+        self._ancestors.update(parts[:i] for i in range(1, len(parts)))
+
+    def holds(self, path: Path) -> bool:
+        """``path`` is one of the set or lies inside one of them."""
+        parts = path.parts
+        return any(parts[:i] in self._members for i in range(1, len(parts) + 1))
+
+    def inside(self, path: Path) -> bool:
+        """One of the set is ``path`` or lies inside it."""
+        return path.parts in self._members or path.parts in self._ancestors
 
 
 def python_readonly_paths(workdir: Path, hidden: list[Path], *,
@@ -132,16 +147,16 @@ def python_readonly_paths(workdir: Path, hidden: list[Path], *,
         if not entry or not os.path.isdir(entry):
             continue
         path = Path(entry).resolve()
-        if any(_is_within(path, pre) for pre in prefixes) or path.name in ("site-packages",
+        if _PathSet(prefixes).holds(path) or path.name in ("site-packages",
                                                                            "dist-packages"):
             candidates.append(path)
         else:
             children_of.append(path)
     candidates += editable_targets([Path(e) for e in sys.path if e and os.path.isdir(e)])
-    guarded = [workdir.resolve(), *(h.resolve() for h in hidden)]
+    guarded = _PathSet([workdir.resolve(), *(h.resolve() for h in hidden)])
     out: list[Path] = []
     for path in candidates:
-        if path == Path("/") or any(_is_within(g, path) for g in guarded):
+        if path == Path("/") or guarded.inside(path):
             children_of.append(path)
         else:
             out.append(path)
@@ -202,7 +217,7 @@ def _is_namespace_package(folder: Path) -> bool:
         return False
 
 
-def _importable_children(folder: Path, guarded: list[Path]) -> list[Path]:
+def _importable_children(folder: Path, guarded: _PathSet) -> list[Path]:
     """What Python may load from ``folder`` and nothing else: packages (regular and namespace),
     modules (source and extension), ``.pth`` files, and the library and metadata folders wheels
     put beside them. A checkout on ``sys.path`` keeps its ``course/`` out of reach."""
@@ -210,7 +225,7 @@ def _importable_children(folder: Path, guarded: list[Path]) -> list[Path]:
         return []
     kids = []
     for child in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if any(_is_within(g, child) for g in guarded):
+        if guarded.inside(child):
             continue
         if child.is_dir():
             if ((child / "__init__.py").exists() or child.name.endswith(_SUPPORT_DIR_SUFFIXES)
@@ -225,9 +240,11 @@ def _dedupe_nested(paths: list[Path]) -> list[Path]:
     """Drop duplicates and paths already inside another path of the list."""
     unique = sorted(set(paths), key=lambda p: len(p.parts))
     kept: list[Path] = []
+    seen = _PathSet([])
     for p in unique:
-        if not any(_is_within(p, k) for k in kept):
+        if not seen.holds(p):
             kept.append(p)
+            seen.add(p)
     return kept
 
 
@@ -295,10 +312,10 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
     if policy.gpu and os.path.isdir("/sys"):
         argv += ["--ro-bind", "/sys", "/sys"]
     # Cover what must stay unseen wherever a mount above exposed it.
-    mounted = _dedupe_nested(readonly)
+    mounted = _PathSet(_dedupe_nested(readonly))
     covers: list[Path] = []
     for h in hidden:
-        if any(_is_within(h, m) for m in mounted) and h.exists():
+        if mounted.holds(h) and h.exists():
             if h.is_dir():
                 argv += ["--tmpfs", str(h)]
                 covers.append(h)
@@ -306,7 +323,7 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
                 argv += ["--ro-bind", "/dev/null", str(h)]
     for source, target in policy.overlays:
         target = target.resolve()
-        if any(_is_within(target, m) for m in mounted) and target.is_dir():
+        if mounted.holds(target) and target.is_dir():
             argv += ["--ro-bind", str(source.resolve()), str(target)]
     argv += ["--bind", str(workdir), str(workdir)]
     if policy.private_dir is not None:

@@ -277,6 +277,11 @@ def _hook_ipython() -> None:
 class _PendingVerdict(AssertionError):
     """A test cell's line until the judge replaces it with its verdict."""
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows this instead of a traceback: the judge replaces the output, and a
+        # full, coloured traceback costs a graded kernel more CPU than the rest of the cell.
+        return [f"{type(self).__name__}: {self}"]
+
 
 class ClientExercise:
     """An exercise as the graded notebook sees it: it only says that the grader checks."""
