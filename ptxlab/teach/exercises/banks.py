@@ -606,9 +606,10 @@ swizzle = SwizzleExercise(
          "and r + 4 of a matrix still land in the same banks"),
     ),
     hints=(
-        "For 128-byte rows (8 chunks), chunk ^ (row % 8) works: the eight rows of a matrix read "
-        "the same logical chunk, and XOR with eight different row values gives eight different "
-        "slots.",
+        "For 128-byte rows (8 chunks), XOR the logical chunk with the row's place among the "
+        "eight rows of its matrix (0-7): the eight rows read the same logical chunk, and XOR "
+        "with eight different values gives eight different slots. Row 11, chunk 2 goes to slot "
+        "2 XOR 3 = 1.",
         "A row of 4 chunks fills half a 128-byte line: rows 2k and 2k+1 share a line and are "
         "already in different banks. Only rows whose (row // 2) differ need moving.",
     ),
@@ -651,10 +652,13 @@ stored_position = FragmentExercise(
          "the swizzle depends on the stored row (lane // 4 + 8 * (reg % 2)), not on the lane"),
     ),
     hints=(
-        "The registers hold exactly the plain A fragment of notebook 2: (row, col) = "
-        "(lane // 4 + 8 * (reg % 2), 16 * ks + 8 * (reg // 2) + 2 * (lane % 4) + half).",
-        "That column is in chunk col // 8; the chunk is stored in slot chunk ^ (row % 8).",
-        "stored col = 8 * ((col // 8) ^ (row % 8)) + col % 8",
+        "The registers hold exactly the plain A fragment of notebook 2 (your a_fragment there),"
+        " with each k-step ks moving 16 columns further right.",
+        "That column is in chunk col // 8; the chunk is stored in the slot the swizzle gives "
+        "it, and the column keeps its place inside the chunk.",
+        "Worked example, lane 5, reg 3, half 0, ks 1: the fragment puts it at row 9, column 16 "
+        "+ 8 + 2 = 26. Column 26 is place 2 of chunk 3; row 9 sends chunk 3 to slot 3 XOR 1 = "
+        "2: stored (row 9, col 18).",
     ),
 )
 

@@ -185,10 +185,13 @@ acc_position = WarpTileExercise(
          "i counts m16 tiles down the rows, j counts n8 tiles across the columns"),
     ),
     hints=(
-        "Inside one m16n8 tile the f32 accumulators are the C fragment: c0, c1 on row lane // 4, "
-        "c2, c3 on row lane // 4 + 8.",
-        "Columns inside the tile: 2 * (lane % 4) + e % 2.",
-        "row = 16 * i + lane // 4 + 8 * (e // 2), col = 8 * j + 2 * (lane % 4) + e % 2",
+        "Inside one m16n8 tile the f32 accumulators are the C fragment of notebook 6: c0, c1 on"
+        " row g of the tile, c2, c3 on row g + 8 (lanes 4g..4g+3 form group g).",
+        "Tile (i, j) starts at row 16i and column 8j of the warp's block; inside the tile a "
+        "lane at place t of its group has columns 2t and 2t+1, and e picks the row and the "
+        "column.",
+        "Worked example, lane 9, i 1, j 2, e 3: g = 2, t = 1; c3 is row g + 8 = 10, column 3 of"
+        " the tile; tile (1, 2) adds 16 rows and 16 columns: (row 26, col 19).",
     ),
 )
 

@@ -33,8 +33,11 @@ receive = FragmentExercise(
     ),
     hints=(
         "Register i of every lane holds part of matrix i.",
-        "A row of 8 elements is shared by 4 consecutive lanes, 2 elements (one register) each.",
-        "row = lane // 4, col = 2 * (lane % 4) + half.",
+        "A row of 8 elements is shared by 4 consecutive lanes, 2 elements (one register) each: "
+        "lanes 0-3 hold row 0, lanes 4-7 row 1, and so on.",
+        "Worked example, lane 6, reg 1, half 1: lanes 4-7 share row 1; lane 6 is the third of "
+        "them (place 2), so it holds columns 4 and 5, and half 1 is column 5: (matrix 1, row 1,"
+        " col 5).",
     ),
 )
 
@@ -137,9 +140,13 @@ a_fragment = FragmentExercise(
          "the four registers are not four column blocks: odd registers move down 8 rows"),
     ),
     hints=(
-        "Inside each 8x8 block the ldmatrix layout holds: row lane // 4, column 2*(lane%4)+half.",
+        "Inside each 8x8 block the ldmatrix layout holds: four consecutive lanes per row (lanes"
+        " 0-3 row 0, lanes 4-7 row 1, ...), two neighbouring columns per lane, half picking one"
+        " of them.",
         "Register 1 adds 8 rows; register 2 adds 8 columns; register 3 both.",
-        "row = lane // 4 + 8 * (reg % 2), col = 2 * (lane % 4) + half + 8 * (reg // 2)",
+        "Worked example, lane 13, reg 3, half 1: inside its block lane 13 sits in row 3 (lanes "
+        "12-15), columns 2-3, half 1 is column 3. Register 3 is the lower-right block: row 3 + "
+        "8 = 11, column 3 + 8 = 11.",
     ),
 )
 

@@ -31,8 +31,11 @@ trans_receive = FragmentExercise(
     hints=(
         ".trans hands out the stored matrix column by column, exactly as the plain form hands "
         "out rows: swap the roles of row and column.",
-        "Without .trans: (row, col) = (lane // 4, 2*(lane%4) + half).",
-        "With .trans: (row, col) = (2 * (lane % 4) + half, lane // 4), matrix = reg.",
+        "Without .trans lanes 0-3 share stored row 0, two columns each, lanes 4-7 row 1, ... "
+        "With .trans lanes 0-3 share stored column 0, two rows each, lanes 4-7 column 1, ...",
+        "Worked example, lane 6, reg 1, half 1: lanes 4-7 share stored column 1; lane 6 is the "
+        "third of them (place 2), so it holds rows 4 and 5, and half 1 is row 5: (matrix 1, row"
+        " 5, col 1).",
     ),
 )
 
@@ -116,10 +119,12 @@ b_fragment = FragmentExercise(
          "B is 16 x 8 (k x n): the second register moves k by 8, n stays lane // 4"),
     ),
     hints=(
-        "Group g = lane // 4 owns column n = g of B.",
-        "Within that column, lane % 4 picks the pair of k values 2*(lane%4), 2*(lane%4)+1; "
-        "register 1 adds 8 to k.",
-        "k = 2 * (lane % 4) + half + 8 * reg, n = lane // 4",
+        "A group of four consecutive lanes owns one column n of B: lanes 0-3 column 0, lanes "
+        "4-7 column 1, and so on.",
+        "Within that column, a lane's place in its group (0-3) picks a pair of k values: place "
+        "p holds k = 2p and 2p + 1; register 1 adds 8 to k.",
+        "Worked example, lane 14, reg 1, half 1: lanes 12-15 own column n = 3; lane 14 is at "
+        "place 2, so k = 4 or 5, half 1 is k = 5; register 1 adds 8: (k 13, n 3).",
     ),
 )
 

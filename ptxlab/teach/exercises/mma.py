@@ -215,9 +215,11 @@ accumulator = FragmentExercise(
          "8 apart"),
     ),
     hints=(
-        "Split the lane into a group g = lane // 4 (0-7) and t = lane % 4 (0-3).",
+        "Split the lane into its group g (lanes 4g..4g+3, g = 0-7) and its place t in the group"
+        " (0-3).",
         "d0 and d1 sit in row g, columns 2t and 2t+1; d2 and d3 in row g + 8, the same columns.",
-        "row = lane // 4 + 8 * (reg // 2), col = 2 * (lane % 4) + reg % 2",
+        "Worked example, lane 9, reg 3: g = 2, t = 1; d3 is the second of the pair in row g + "
+        "8: (row 10, col 3).",
     ),
 )
 
@@ -259,11 +261,13 @@ b_fragment = FragmentExercise(
          "lane // 4"),
     ),
     hints=(
-        "Whatever the width, the four lanes of group g = lane // 4 share column n = g, and "
-        "every register holds 32 // bits consecutive k of that column.",
-        "Lane t = lane % 4 starts at k = (32 // bits) * t; the next register continues 4 lanes' "
-        "worth further down: k += 4 * (32 // bits).",
-        "per = 32 // bits; k = per * (lane % 4) + elem + 4 * per * reg, n = lane // 4",
+        "Whatever the width, the four lanes of group g (lanes 4g..4g+3) share column n = g, and"
+        " every register holds 32 // bits consecutive k of that column.",
+        "A lane at place t of its group (0-3) starts at k = (32 // bits) * t; the next register"
+        " continues 4 lanes' worth further down: k += 4 * (32 // bits).",
+        "Worked example, 8-bit elements (4 per register), lane 6, reg 1, elem 2: group 1, so n "
+        "= 1; place 2 starts at k = 8, elem 2 is k = 10; register 1 adds 4 * 4 = 16: (k 26, n "
+        "1).",
     ),
 )
 

@@ -166,8 +166,11 @@ d_fragment = FragmentExercise(
     ),
     hints=(
         "Each register holds one 8x8 block in the ldmatrix layout; register 0 is rows 0-7.",
-        "Inside a block: row lane // 4, column 2 * (lane % 4) + half. Register 1 adds 8 rows.",
-        "row = lane // 4 + 8 * reg, col = 2 * (lane % 4) + half",
+        "Inside a block: four consecutive lanes per row, two neighbouring columns per lane, "
+        "half picks one of them. Register 1 adds 8 rows.",
+        "Worked example, lane 22, reg 1, half 0: lanes 20-23 share row 5 of the block; lane 22 "
+        "is at place 2, so columns 4-5, half 0 is column 4. Register 1 is rows 8-15: (row 13, "
+        "col 4).",
     ),
 )
 
