@@ -267,3 +267,49 @@ def test_several_warps_each_fit_the_same_form():
     skew = fit_copy(two, "((8,2),16):((16,132),1)")
     assert not skew.fits and skew.reason == "aligned", skew.message
     assert skew.message.startswith("warp 1 (threads 32-63)"), skew.message
+
+
+def _eval_formula(formula: str, lane: np.ndarray, i: int = 0, warp: int = 0) -> np.ndarray:
+    """The printed formula evaluated for every lane (C's integer '/' is Python's '//')."""
+    expr = formula.split("=", 1)[1].split("(bytes")[0].replace("smem +", "").replace("/", "//")
+    return eval(expr, {}, {"lane": lane, "i": i, "warp": warp})  # noqa: S307 (our own output)
+
+
+# x4 A operand of a 16x16 half tile in a padded 72-half pitch: lanes 0-15 name rows 0-15 of
+# columns 0-7, lanes 16-31 the same rows of columns 8-15 (the mma A-operand copy).
+A_X4 = "((4,8),(2,2,2)):((32,1),(16,8,128))"
+
+
+@pytest.mark.parametrize("reg, smem, dtype, direction, formula", [
+    (A_X4, "(16,16):(72,1)", "f16", "load", "144 * (lane % 16) + 16 * (lane / 16)"),
+    (A_X4, "(16,16):(16,1)", "f16", "load", "32 * (lane % 16) + 16 * (lane / 16)"),
+    (A_X4, "(16,16):(72,1)", "f16", "store", "144 * (lane % 16) + 16 * (lane / 16)"),
+    # column-major tile: .trans, matrices 2 and 3 are the next 8 columns
+    (A_X4, "(16,16):(1,72)", "f16", "load",
+     "144 * (lane % 8) + 16 * ((lane / 8) % 2) + 1152 * (lane / 16)"),
+    # four 8x8 blocks stacked down a column of 16-byte rows: one term
+    ("((4,8),(2,4)):((64,1),(32,8))", "(32,8):(8,1)", "f16", "load", "16 * lane"),
+    (FRAG[2], "(8,16):(16,1)", "f16", "load", "32 * (lane % 8) + 16 * ((lane / 8) % 2)"),
+    (M16N16[2], "(16,32):(32,1)", "u8", "load", "32 * (lane % 16) + 16 * (lane / 16)"),
+    (M16N16[1], "(16,16):(48,1)", "u8", "load", "48 * (lane % 16)"),
+])
+def test_address_formula_is_the_simplest_that_gives_every_lane(reg, smem, dtype, direction,
+                                                               formula):
+    fit = fit_copy(reg, smem, dtype, direction)
+    assert fit.fits, fit.message
+    assert fit.address_formula == f"addr(lane) = smem + {formula}  (bytes)"
+    lane = np.arange(32)
+    np.testing.assert_array_equal(_eval_formula(fit.address_formula, lane), fit.addresses[0])
+    _run(fit, reg, smem)
+
+
+def test_formula_for_several_instructions_and_warps_gives_every_address():
+    for reg, smem in (("((4,8),(2,8)):((16,1),(8,64))", "(8,64):(64,1)"),
+                      ("((4,8,4),(2,2)):((64,1,8),(32,256))", "(32,16):(16,1)")):
+        fit = fit_copy(reg, smem)
+        assert fit.fits and "not affine" not in fit.address_formula, fit.address_formula
+        addrs = fit.addresses.reshape(fit.warps, fit.instructions, 32)
+        for w in range(fit.warps):
+            for i in range(fit.instructions):
+                np.testing.assert_array_equal(
+                    _eval_formula(fit.address_formula, np.arange(32), i, w), addrs[w, i])

@@ -355,46 +355,89 @@ def _crd(c: np.ndarray) -> str:
 
 def _addresses(a: _Attempt) -> tuple[np.ndarray, str]:
     """Per-lane byte addresses ``(instructions, 32)`` (``(warps, instructions, 32)`` for several
-    warps) and the formula that gives them.
+    warps) and the simplest affine formula that gives every one of them.
 
     Lanes whose address the instruction ignores get the address of the lane ``num * rows``
     below (the PTX ISA asks for valid addresses there for .target sm_75)."""
     rows_of = a.form.address_rows(a.num)
     bases = a.bases                                   # (warps, groups, matrices, rows)
-    warps, groups, matrices, rows = bases.shape
-    used = rows_of[:, 0] >= 0
-    span = int(used.sum())
+    warps, groups, _, _ = bases.shape
+    span = int((rows_of[:, 0] >= 0).sum())
     addrs = np.zeros((warps, groups, layouts.WARP_SIZE), dtype=np.int64)
     for lane in range(layouts.WARP_SIZE):
         m, r = rows_of[lane % span]
         addrs[:, :, lane] = bases[:, :, m, r]
-    b0 = int(bases[0, 0, 0, 0])
-    dr = int(bases[0, 0, 0, 1] - b0) if rows > 1 else 0
-    dm = int(bases[0, 0, 1, 0] - b0) if matrices > 1 else 0
-    dg = int(bases[0, 1, 0, 0] - b0) if groups > 1 else 0
-    dw = int(bases[1, 0, 0, 0] - b0) if warps > 1 else 0
-    w, g, m, r = np.meshgrid(np.arange(warps), np.arange(groups), np.arange(matrices),
-                             np.arange(rows), indexing="ij")
-    affine = np.array_equal(bases, b0 + dw * w + dg * g + dm * m + dr * r)
-    lanes_are_rows = all(tuple(rows_of[l]) == (l // rows, l % rows) for l in range(span))
     out = addrs[0] if warps == 1 else addrs
-    if not (affine and lanes_are_rows):
+    lane_terms = _lane_formula(addrs[0, 0, :span] - addrs[0, 0, 0], span)
+    b0 = int(addrs[0, 0, 0])
+    dg = int(addrs[0, 1, 0] - b0) if groups > 1 else 0
+    dw = int(addrs[1, 0, 0] - b0) if warps > 1 else 0
+    w, g = np.meshgrid(np.arange(warps), np.arange(groups), indexing="ij")
+    per_lane = addrs - addrs[:, :, :1]
+    if lane_terms is None or not (
+            np.array_equal(addrs[:, :, 0], b0 + dw * w + dg * g)
+            and (per_lane == per_lane[0, 0]).all()):
         table = "; ".join(f"warp {i} instruction {j}: {addrs[i, j].tolist()}"
                           for i in range(warps) for j in range(groups))
         return out, f"addresses (bytes, lane 0..31) are not affine in the lane: {table}"
     terms = [str(b0)] if b0 else []
-    terms.append(f"{dr} * (lane % {rows})" if dr else "")
-    if dm:
-        lane_m = f"(lane / {rows})" if span == layouts.WARP_SIZE else f"((lane / {rows}) % {matrices})"
-        terms.append(f"{dm} * {lane_m}")
+    terms += lane_terms
     if dg:
         terms.append(f"{dg} * i")
     if dw:
         terms.append(f"{dw} * warp")
-    expr = " + ".join(t for t in terms if t) or "0"
+    expr = " + ".join(terms) or "0"
     notes = ["bytes"]
     if groups > 1:
         notes.append(f"instruction i = 0..{groups - 1}")
     if warps > 1:
         notes.append(f"warp = thread / 32 = 0..{warps - 1}")
     return out, f"addr(lane) = smem + {expr}  ({', '.join(notes)})"
+
+
+def _lane_splits(span: int) -> list[tuple[int, ...]]:
+    """Every way to split the lanes 0..span-1 into mixed-radix digits (``lane % 8``,
+    ``(lane / 8) % 2``, ``lane / 16`` ...), each radix a power of two: the row groupings of
+    x1/x2/x4 (8 lanes per matrix) and of m16n16 (16 per matrix) are among them."""
+    if span == 1:
+        return [()]
+    out = []
+    r = 2
+    while r <= span:
+        out += [(r, *rest) for rest in _lane_splits(span // r)]
+        r *= 2
+    return out
+
+
+def _lane_formula(rel: np.ndarray, span: int) -> list[str] | None:
+    """The fewest ``c * digit`` terms whose sum is ``rel[lane]`` for every lane below ``span``
+    (lanes at or above it repeat the lanes ``span`` below), or None when no split of the lane
+    is affine. Ties go to the split whose first digit is a matrix's row (lane % 8 or % 16)."""
+    lanes = np.arange(span)
+    best = None
+    for radices in _lane_splits(span):
+        coef, digits, place = [], [], 1
+        for r in radices:
+            digits.append((lanes // place) % r)
+            coef.append(int(rel[place]) if place < span else 0)
+            place *= r
+        if not np.array_equal(sum(c * d for c, d in zip(coef, digits)), rel):
+            continue
+        terms, place = [], 1
+        for c, r in zip(coef, radices):
+            if c:
+                terms.append(f"{c} * {_digit(place, r, span)}")
+            place *= r
+        key = (len(terms), radices[0] not in (8, 16), len(radices))
+        if best is None or key < best[0]:
+            best = (key, terms)
+    return None if best is None else best[1]
+
+
+def _digit(place: int, radix: int, span: int) -> str:
+    """The PTX/C expression of one lane digit (lanes at or above ``span`` wrap)."""
+    top = place * radix == layouts.WARP_SIZE
+    if place == 1:
+        return "lane" if top else f"(lane % {radix})"
+    div = f"(lane / {place})"
+    return div if top else f"({div} % {radix})"
