@@ -334,8 +334,19 @@ def test_tile_kernel_mistakes_are_recognised(old, new, phrase):
 def test_tile_kernel_names_the_wrong_cell_and_its_lane():
     res = ex.tile_kernel.evaluate(GOOD_TILE.replace("= rd[i];", "= rd[i % 2];"))
     d = res.diffs[0]
-    assert d.where == "D[8][0] (lane 0's d2)"
+    # the cell, and the lane and register its right value comes from: no label that could be
+    # read as where the wrong value came from
+    assert d.where == "D[8][0]" and d.expected.endswith("(from lane 0's d2)")
+    assert "lane" not in d.got
     assert 0 in res.wrong_lanes
+
+
+def test_tile_kernel_labels_a_moved_value_by_where_it_came_from():
+    # d2, d3 stored to row g: D[0][0] holds lane 0's d2, and the line says so
+    res = ex.tile_kernel.evaluate(GOOD_TILE.replace("d[(g + 8 * (i / 2)) * 8", "d[g * 8"))
+    d = res.diffs[0]
+    assert d.where == "D[0][0]" and d.got.endswith("(from lane 0's d2)"), d.line()
+    assert d.expected.endswith("(from lane 0's d0)")
 
 
 def test_tile_kernel_visible_runs_catch_a_hard_coded_stride():

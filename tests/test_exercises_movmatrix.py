@@ -158,7 +158,7 @@ def test_other_correct_transposes_pass(transpose_source):
     (lambda s: s.replace(STORE_ROWS, LOAD_ROWS), "still in its old place"),
     (_without_movmatrix, "not turned around"),
     (lambda s: _without_movmatrix(s).replace(STORE_ROWS, LOAD_ROWS), "plain copy"),
-    (lambda s: s.replace("sld * 2 + (lane / 8 % 2)", "sld + (lane / 8 % 2)"), "faulted"),
+    (lambda s: s.replace("sld * 2 + (lane / 8 % 2)", "sld + (lane / 8 % 2)"), "leaves undefined"),
 ])
 def test_wrong_kernels_fail_with_advice(transpose_source, change, phrase):
     src = change(transpose_source)
@@ -170,7 +170,9 @@ def test_wrong_kernels_fail_with_advice(transpose_source, change, phrase):
 
 def test_wrong_cells_name_the_input_element(transpose_source):
     res = ex.transpose_kernel.evaluate(_without_movmatrix(transpose_source))
-    assert res.diffs[0].line() == "tile[0][1] (lane 0's r0) gave in[0][1], expected in[1][0]"
+    # each value says which register held it: the wrong one as loaded, the right one stored
+    assert res.diffs[0].line() == ("tile[0][1] gave in[0][1] (loaded into lane 0's r0), "
+                                   "expected in[1][0] (from lane 0's r0)")
 
 
 def test_address_table_for_the_mirrored_store():

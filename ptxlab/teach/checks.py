@@ -684,6 +684,7 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
                        describe_value: Callable[[int], str] | None = None, what: str = "tile",
                        row_names: Callable[[int], str] | None = None,
                        cell_source: Callable[[int, int], str] | None = None,
+                       value_source: Callable[[int], str | None] | None = None,
                        unwritten: int | None = None,
                        mistakes: Sequence[tuple[np.ndarray | None, str]] = (),
                        backend: str = "") -> CheckResult:
@@ -693,7 +694,9 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
     A store goes wrong a whole row at a time (a row address is one lane's), so whole rows are
     recognised too: a row still holding ``unwritten`` (the kernel's fill value) was never
     stored; a row holding another row's data names that row through ``row_names``;
-    ``cell_source(r, c)`` names the lane and register that must store cell (r, c). ``mistakes``
+    ``cell_source(r, c)`` names the lane and register that must store cell (r, c), and
+    ``value_source(v)`` the lane and register that held value ``v`` (``"from lane 4's d1"``), so a wrong cell says where
+    its value came from and where the right one is (not the owner of the place). ``mistakes``
     are the tiles that known wrong kernels store (computed with the emulator), with advice.
     """
     exp = np.asarray(exp_tile).astype(np.uint16)
@@ -704,9 +707,16 @@ def check_tile_outputs(name: str, got_tile: np.ndarray, exp_tile: np.ndarray, *,
         return CheckResult(name, True, 1.0, f"all {exp.size} stored elements match the emulator"
                            + where_backend)
     name_of = describe_value or (lambda v: f"0x{int(v):04x}")
-    diffs = [LaneDiff(-1, name_of(int(got[r, c])), name_of(int(exp[r, c])),
-                      where=f"{what}[{r}][{c}]" + (f" ({cell_source(int(r), int(c))})"
-                                                   if cell_source else ""))
+
+    def came_from(v: int) -> str:
+        src = value_source(v) if value_source else None
+        return name_of(v) + (f" ({src})" if src else "")
+
+    def belongs(r: int, c: int) -> str:
+        return name_of(int(exp[r, c])) + (f" (from {cell_source(r, c)})" if cell_source
+                                          else "")
+    diffs = [LaneDiff(-1, came_from(int(got[r, c])), belongs(int(r), int(c)),
+                      where=f"{what}[{r}][{c}]")
              for r, c in zip(*np.nonzero(bad))]
     hit = diagnosis.first_match(got, [diagnosis.Suspect(tile, text) for tile, text in mistakes])
     r, c = (int(x) for x in np.argwhere(bad)[0])
@@ -743,7 +753,8 @@ def _tile_row_advice(got: np.ndarray, exp: np.ndarray, bad: np.ndarray, what: st
         r, src = moved[0]
         who = f" ({row_names(src)})" if row_names else ""
         advice.append(f"{len(moved)} row(s) hold another row's data: row {r} of the {what} holds "
-                      f"row {src}{who}; check which row each lane's address points at")
+                      f"row {src}{who}; check which row each lane's address points at and which "
+                      "register the asm's list stores there")
     if exp.shape[0] == exp.shape[1] and np.array_equal(got, exp.T):
         advice.append(f"the {what} came out transposed: one transposition too many or too few "
                       "(.trans and movmatrix each turn every 8x8 block around)")

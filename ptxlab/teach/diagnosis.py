@@ -36,10 +36,13 @@ MAX_CAUSE = 400
 class Suspect:
     """One plausible mistake: the output a kernel making it would give (``None`` where the
     hardware would fault or the emulator refuses it, so it cannot match) and the cause in
-    words. ``cause`` may hold ``{proof}``, filled with the lane and register that show it."""
+    words. ``cause`` may hold ``{proof}``, filled with the lane and register that show it.
+    ``source(r, c)``, where the mistake moves values rather than computing wrong ones, names the
+    lane and register whose value it leaves in cell (r, c) (``"lane 0's d2"``)."""
 
     output: np.ndarray | None
     cause: str
+    source: Callable[[int, int], str | None] | None = None
 
 
 def first_match(got: np.ndarray, suspects: Sequence[Suspect]) -> Suspect | None:
@@ -87,10 +90,14 @@ def row_addresses(placement: Placement, base: int, stride: int, *, shift: int = 
 
 
 def address_suspects(placement: Placement, base: int, stride: int,
-                     stride_name: str = "sld") -> list[tuple[np.ndarray, str]]:
+                     stride_name: str = "sld", natural: int | None = None
+                     ) -> list[tuple[np.ndarray, str]]:
     """Row addresses of the usual address mistakes, each with its cause: the row stride taken
-    in elements (half the bytes) or doubled twice, every row one off (up or down)."""
+    in elements (half the bytes), doubled twice, or written as the tile's width ``natural``
+    (default: the placement's columns) where the rows are padded; every row one off (up or
+    down); the lanes of one matrix pointing at another matrix's rows."""
     elems = stride // ELEM_BYTES
+    natural = placement.cols if natural is None else natural
     out = []
     if stride % (2 * ELEM_BYTES) == 0:
         out.append((row_addresses(placement, base, stride // 2),
@@ -100,6 +107,11 @@ def address_suspects(placement: Placement, base: int, stride: int,
     out.append((row_addresses(placement, base, stride * 2),
                 f"your rows are {2 * stride} bytes apart, twice the row stride: {stride_name} "
                 f"= {elems} elements is {stride} bytes, so multiply by 2 once {{proof}}"))
+    if natural != elems and natural * ELEM_BYTES not in (stride // 2, stride * 2):
+        out.append((row_addresses(placement, base, natural * ELEM_BYTES),
+                    f"your rows are {natural} elements apart, but this tile's are "
+                    f"{stride_name} = {elems} (the rows are padded): use {stride_name}, not "
+                    f"{natural} {{proof}}"))
     for k in (1, -1):
         whole = row_addresses(placement, base, stride, shift=k)
         out.append((whole,
@@ -114,6 +126,15 @@ def address_suspects(placement: Placement, base: int, stride: int,
                         "than its own inside its 8x8 matrix, wrapping at the matrix's row 8: "
                         "lane 8i + r gives row r of matrix i, counted from 0 "
                         f"(`(lane {'+' if k > 0 else '-'} 1) % 8` is one off) {{proof}}"))
+    for i, j in itertools.permutations(range(placement.num), 2):
+        order = list(range(placement.num))
+        order[i] = j
+        r0, c0 = placement.origins[i]
+        out.append((row_addresses(placement, base, stride, order=order),
+                    f"lanes {8 * i}-{8 * i + 7} point at the rows of "
+                    f"{placement.describe_matrix(j)}, which lanes {8 * j}-{8 * j + 7} already "
+                    f"give; theirs are matrix {i}'s rows {r0}-{r0 + 7} at column {c0}: "
+                    "lanes 8i..8i+7 give the rows of matrix i {proof}"))
     return out
 
 
@@ -161,7 +182,9 @@ def store_suspects(regs: np.ndarray, placement: Placement, stride_elems: int, *,
                    fill: int, reg_names: Sequence[str] | None = None,
                    stride_name: str = "sld") -> list[Suspect]:
     """What stmatrix stores for the usual mistakes: ``.trans`` toggled, the registers (or the
-    blocks lanes point at) in another order, the address mistakes of :func:`address_suspects`."""
+    blocks lanes point at) in another order, one register stored twice, then the address
+    mistakes of :func:`address_suspects` (registers first: where a register mistake explains
+    the output, the addresses are right)."""
     num = placement.num
     stride = stride_elems * ELEM_BYTES
     names = list(reg_names or [f"r{i}" for i in range(num)])
@@ -189,6 +212,29 @@ def store_suspects(regs: np.ndarray, placement: Placement, stride_elems: int, *,
             "is stored at the rows lanes 8i..8i+7 point at, in the order of the asm's register "
             f"list {{{', '.join(names)}}}: that list, or the rows those lanes point at, is out "
             "of order {proof}"))
+    for k in (1, 2):
+        if k < num:
+            fewer = np.full(placement.rows * stride_elems, fill, dtype=np.uint16)
+            try:
+                emulator.stmatrix(fewer.view(np.uint8), right, np.asarray(regs)[:, :k], num=k,
+                                  trans=trans)
+                tile = fewer.reshape(placement.rows, stride_elems)[:, :placement.cols].copy()
+            except emulator.EmulatorError:
+                tile = None
+            out.append(Suspect(
+                tile, f"only {', '.join(names[:k])} {'was' if k == 1 else 'were'} stored: the "
+                f"store is .x{k}, so {', '.join(names[k:])} never reached memory; use .x{num} "
+                f"with {{{', '.join(names)}}} {{proof}}"))
+    for i, j in itertools.permutations(range(num), 2):
+        twice = list(range(num))
+        twice[i] = j
+        out.append(Suspect(
+            store(right, registers=np.asarray(regs)[:, twice]),
+            f"{names[j]} is stored twice and {names[i]} never: {names[j]} went where "
+            f"{names[i]} belongs {placement.describe_matrix(i).split(' ', 2)[2]}. The "
+            f"addresses are right; the asm's register list {{{', '.join(names)}}} names "
+            f"{names[j]} in {names[i]}'s place (register i is stored at the rows lanes "
+            "8i..8i+7 point at) {proof}"))
     for addrs, cause in address_suspects(placement, 0, stride, stride_name):
         out.append(Suspect(store(addrs), cause))
     return out

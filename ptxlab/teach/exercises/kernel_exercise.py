@@ -125,7 +125,8 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
         if sanitizer == "racecheck" or kind == "race" or str(exc).startswith("race in shared memory"):
             # the sanitizer's finding says which accesses raced and, from what it saw, what
             # fixes it (a copy not split by thread wants no barrier)
-            advice = getattr(exc, "advice", "") or RACE_ADVICE
+            advice = (_warp_barrier_cause(source, str(exc))
+                      or getattr(exc, "advice", "") or RACE_ADVICE)
             return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
                                status="error", advice=[advice], details={"failure": "race"})
         if sanitizer == "synccheck":
@@ -136,11 +137,63 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
         if kind == "hang":      # its own message says what hung; address advice would mislead
             return CheckResult(name, False, 0.0, f"the kernel did not finish ({run.label}): "
                                f"{exc}", status="error", details={"failure": "hang"})
+        shared = _shared_row(str(exc))
+        if shared is not None:      # not a fault: the model will not pick an undefined result
+            return CheckResult(name, False, 0.0, "the CPU model stopped the kernel at a store "
+                               f"whose result the PTX ISA leaves undefined ({run.label}): {exc}",
+                               status="error", advice=[shared], details={"failure": "undefined"})
+        # address advice only for a fault about an address (not lanes apart at a barrier)
+        about_address = (getattr(exc, "address", None) is not None
+                         or "address" in str(exc).split("\n", 1)[0])
         return CheckResult(name, False, 0.0, f"the kernel faulted ({run.label}): {exc}",
-                           status="error", advice=[fault_advice], details={"failure": "fault"})
+                           status="error", advice=[fault_advice] if about_address else [],
+                           details={"failure": "fault"})
     except Exception as exc:
         return CheckResult(name, False, 0.0, f"launching the kernel failed ({run.label}): "
                            f"{type(exc).__name__}: {exc}", status="error")
+
+
+_WARP_BARRIER = re.compile(r"__syncwarp\s*\(|bar\.warp\.sync")
+_BLOCK_BARRIER = re.compile(r"__syncthreads\w*\s*\(|\bbar(rier)?\.sync\b|\bbar\.sync")
+
+
+def _warp_barrier_cause(source: str, report: str) -> str | None:
+    """A race between two warps with a warp's barrier (``__syncwarp``) and no block barrier
+    between its two accesses: that barrier is the cause, said with its line. From the race
+    report's lines, so a ``__syncwarp`` elsewhere in the kernel is not blamed."""
+    accesses = [int(x) for x in re.findall(r"kernel\.cu:(\d+)", report)]
+    warps = re.findall(r"\bwarp (\d+) lane \d+ (?:writes|reads|read|wrote)", report)
+    if len(accesses) < 2 or len(set(warps)) < 2:
+        return None
+    lines = source.splitlines()
+    lo, hi = min(accesses[:2]), max(accesses[:2])
+    between = lines[lo:hi - 1]       # 1-based: after the first access, before the second
+    if any(_BLOCK_BARRIER.search(line) for line in between):
+        return None
+    at = next((lo + 1 + i for i, line in enumerate(between) if _WARP_BARRIER.search(line)), None)
+    if at is None:
+        return None
+    return (f"the __syncwarp() at line {at} orders the threads of one warp only: warp "
+            f"{warps[0]} writes what warp {warps[1]} reads, so the barrier between them must be "
+            "the block's, __syncthreads(), where every thread of the block reaches it")
+
+
+_SHARED_ROW = re.compile(r"stmatrix lanes \[([\d, ]+)\] all store a row at address (\d+)")
+
+
+def _shared_row(message: str) -> str | None:
+    """The cause of a stmatrix the CPU model refused because several lanes name one row (the
+    PTX ISA does not say whose row lands there), from the model's report; else ``None``."""
+    m = _SHARED_ROW.search(message)
+    if m is None:
+        return None
+    lanes = [int(x) for x in m.group(1).split(",")]
+    named = (", ".join(map(str, lanes[:-1])) + f" and {lanes[-1]}"
+             + (" both" if len(lanes) == 2 else " all"))
+    return (f"lanes {named} give address {m.group(2)}: two lanes of "
+            "one stmatrix name the same row, and the PTX ISA does not say whose row is stored "
+            "there (the H100 kept the lower lane's), so the CPU model refuses to pick one. "
+            "Each lane 8i + r must give its own row, row r of matrix i")
 
 
 @dataclass
@@ -354,6 +407,7 @@ class KernelExercise(Exercise):
         finally:
             _NOTES.reset(token)
         combined = checks.combine(self.title, results)
+        has_cause = bool(combined.advice)
         combined.advice += [n for n in notes if n not in combined.advice]
         device = results[-1].details.get("device", "") if results else ""
         if device:
@@ -363,13 +417,15 @@ class KernelExercise(Exercise):
                 combined.message += f" on {device}"
         last = results[-1].details if results else {}
         if not combined.passed and last.get("failure") not in ("compile", "hang") \
-                and not last.get("cause"):
-            # what the source lacks, where the evidence named no cause; never after a compile
-            # error or a hang, which their own message explains
+                and not last.get("cause") and not has_cause:
+            # what the source lacks, where the evidence named no cause: one cause, the first
+            # that applies; never after a compile error or a hang, which their own message
+            # explains, nor after a race or a fault, whose report names its own
             for test, text in self.advice_for:
                 try:
                     if test(answer):
-                        combined.advice.append(text)
+                        combined.advice.insert(0, text)
+                        break
                 except Exception:
                     continue
         return combined

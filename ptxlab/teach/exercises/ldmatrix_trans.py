@@ -284,10 +284,6 @@ def block_load_run(sld: int) -> KernelRun:
     return _b_run(f"4 warps, tile row stride {sld} elements", sld, 16, BLOCK_THREADS)
 
 
-def _warp_barrier_only(src: str) -> bool:
-    return "__syncwarp" in src and "__syncthreads" not in src and "bar.sync" not in src
-
-
 block_load_kernel = KernelExercise(
     key="ldmatrix_trans.block_load_kernel",
     title="kernel: four warps stage B, warp 0 loads it",
@@ -296,9 +292,6 @@ block_load_kernel = KernelExercise(
     hidden_cases=lambda rng: [block_load_run(int(s)) for s in
                               (16, 8 * int(rng.integers(4, 9)))],
     advice_for=(
-        (_warp_barrier_only,
-         "__syncwarp() orders the threads of one warp only; B is written by all four warps, "
-         "so the barrier must be the block's: __syncthreads()"),
         (lambda src: ".trans" not in src,
          "B is staged row-major, as in exercise 6: the load needs .trans"),
     ),

@@ -11,6 +11,7 @@ swapped-register bug.
 from __future__ import annotations
 
 import html
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -546,17 +547,13 @@ def tile_expected(A, B, C, lda: int = 16, ldb: int = 8) -> np.ndarray:
     return _d_bits(ra, rb, C)
 
 
-def _load_suspects(mem, place: tiles.Placement, base: int, ld: int, name: str, natural: int,
+def _load_suspects(mem, place: tiles.Placement, base: int, ld: int, name: str,
                    num: int, trans: bool) -> list[tuple[np.ndarray | None, str]]:
     """Registers a wrong address formula of one operand loads, with its cause: the address
-    mistakes of :func:`diagnosis.address_suspects` and a row stride written as a number."""
+    mistakes of :func:`diagnosis.address_suspects` (a row stride written as the tile's width
+    among them)."""
     out = [(a, f"{name}: {c}") for a, c in diagnosis.address_suspects(place, base, 2 * ld,
                                                                         f"ld{name[0].lower()}")]
-    if ld != natural:
-        out.append((diagnosis.row_addresses(place, base, 2 * natural),
-                    f"{name}: your rows are {natural} elements apart, but this tile's are "
-                    f"ld{name[0].lower()} = {ld} (the rows are padded): use "
-                    f"ld{name[0].lower()}, not {natural} {{proof}}"))
     regs = []
     for addrs, cause in out:
         try:
@@ -566,49 +563,119 @@ def _load_suspects(mem, place: tiles.Placement, base: int, ld: int, name: str, n
     return regs
 
 
-def _tile_mistakes(A, B, C, lda: int, ldb: int) -> list[tuple[np.ndarray, str]]:
+def _stored_d(right: np.ndarray, place: Callable[[int, int], int | None]
+              ) -> tuple[np.ndarray, Callable[[int, int], str | None]]:
+    """D as a kernel leaves it that stores lane l's register ``j`` at flat index
+    ``place(l, j)`` of d (``None``: not stored; later registers overwrite earlier ones), and
+    which lane and register each cell's value came from."""
+    form = layouts.mma_form(*_TILE_FORM)
+    out = np.full(right.size, UNWRITTEN, dtype=np.uint32)
+    came = {}
+    for lane in range(layouts.WARP_SIZE):
+        for j in range(form.d.regs):
+            at = place(lane, j)
+            if at is None:
+                continue
+            _, r, c = form.d.element(lane, j, 0)
+            out[at] = right[r, c]
+            came[at] = f"lane {lane}'s d{j}"
+    return out.reshape(right.shape), lambda r, c: came.get(r * right.shape[1] + c)
+
+
+def _d_place(lane: int, j: int) -> tuple[int, int]:
+    _, r, c = layouts.mma_form(*_TILE_FORM).d.element(lane, j, 0)
+    return r, c
+
+
+def _reg_order(perm: Sequence[int], name: str) -> str:
+    """``perm`` (register ``perm[j]`` where register ``j`` belongs) in words: pairs exchanged,
+    else each register's place."""
+    moved = [j for j, p in enumerate(perm) if p != j]
+    if all(perm[perm[j]] == j for j in moved):
+        return ", ".join(f"{name}{j} and {name}{perm[j]} exchanged" for j in moved
+                         if j < perm[j])
+    return ", ".join(f"{name}{perm[j]} in {name}{j}'s place" for j in moved)
+
+
+def _tile_mistakes(A, B, C, lda: int, ldb: int) -> list[diagnosis.Suspect]:
     """Whole-output results of the usual mistakes, each with what to change (``{proof}``: the
-    cell, lane and register that show it). Computed with the emulator from the layouts."""
+    cell, lane and register that show it). Computed with the emulator from the layouts: the
+    operands' loads and register orders, C read wrong, D stored to the wrong places."""
     ra, rb = _tile_operands(A, B, lda, ldb)
     _, rb_plain = _tile_operands(A, B, lda, ldb, b_trans=False)
     mem = _tile_smem(A, B, lda, ldb)
     right = _d_bits(ra, rb, C)
-    c_rows_g = np.concatenate([C[:8], C[:8]])
-    top_only = np.full_like(right, UNWRITTEN)
-    top_only[:8] = right[8:]
-    a_loads = _load_suspects(mem, tiles.mma_a(), 0, lda, "A", 16, 4, False)
-    b_loads = _load_suspects(mem, tiles.mma_b_row_major(), 32 * lda, ldb, "B", 8, 2, True)
-    return [
-        (_d_bits(ra, rb_plain, C),
-         "your D is what B loaded without .trans gives: B is stored row-major (a row per k), "
-         "mma wants each lane to hold a column pair, so the load needs ldmatrix .x2.trans "
-         "{proof}"),
-        (_d_bits(ra[:, [0, 2, 1, 3]], rb, C),
-         "your D is what A's registers 1 and 2 exchanged give: a1 must hold the lower-left "
-         "block (rows 8-15, k 0-7) and a2 the upper-right one, so lanes 8-15 point at rows 8-15 "
-         "and lanes 16-31 at columns 8-15 {proof}"),
-        (_d_bits(np.concatenate([rb, ra[:, :2]], axis=1), ra[:, 2:], C),
-         "your D is what the mma gives with A's and B's registers exchanged in its operand "
-         "list: the order is {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3}; B's registers went where "
-         "A's belong {proof}"),
-        (_d_bits(ra, rb, np.zeros_like(C)),
-         "your D is A*B alone: C was never added. The accumulator rc must hold C's values "
-         "(c0, c1 from row g, c2, c3 from row g + 8) when the mma runs; one left unset is zero "
-         "on the CPU model and garbage on a GPU {proof}"),
-        (_d_bits(ra, rb, c_rows_g),
-         "rows 8-15 of D added rows 0-7 of C: c2, c3 come from row g + 8 of C, not row g "
-         "{proof}"),
-        (top_only,
+    S = diagnosis.Suspect
+    a_loads = _load_suspects(mem, tiles.mma_a(), 0, lda, "A", 4, False)
+    b_loads = _load_suspects(mem, tiles.mma_b_row_major(), 32 * lda, ldb, "B", 2, True)
+    first = [
+        S(_d_bits(ra, rb_plain, C),
+          "your D is what B loaded without .trans gives: B is stored row-major (a row per k), "
+          "mma wants each lane to hold a column pair, so the load needs ldmatrix .x2.trans "
+          "{proof}"),
+        S(_d_bits(ra[:, [0, 2, 1, 3]], rb, C),
+          "your D is what A's registers 1 and 2 exchanged give: a1 must hold the lower-left "
+          "block (rows 8-15, k 0-7) and a2 the upper-right one, so lanes 8-15 point at rows "
+          "8-15 and lanes 16-31 at columns 8-15 {proof}"),
+        S(_d_bits(np.concatenate([rb, ra[:, :2]], axis=1), ra[:, 2:], C),
+          "your D is what the mma gives with A's and B's registers exchanged in its operand "
+          "list: the order is {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3}; B's registers went where "
+          "A's belong {proof}"),
+        S(_d_bits(ra, rb, np.zeros_like(C)),
+          "your D is A*B alone: C was never added. The accumulator rc must hold C's values "
+          "(c0, c1 from row g, c2, c3 from row g + 8) when the mma runs; one left unset is "
+          "zero on the CPU model and garbage on a GPU {proof}"),
+        S(_d_bits(ra, rb, np.concatenate([C[:8], C[:8]])),
+          "rows 8-15 of D added rows 0-7 of C: c2, c3 come from row g + 8 of C, not row g "
+          "{proof}"),
+        S(_d_bits(ra, rb, np.ascontiguousarray(C).ravel().reshape(C.shape[1], -1).T),
+          "your D added C read column-major: C is row-major 16 x 8, so c[i] is "
+          "c[row * 8 + col] (row g or g + 8, column 2t or 2t + 1), not c[col * 16 + row] "
+          "{proof}"),
+    ]
+    stores = [
+        (lambda l, j: _d_place(l, j)[0] % 8 * 8 + _d_place(l, j)[1],
          "rows 8-15 of D were never written and rows 0-7 hold their values: d2, d3 belong "
          "in row g + 8 (g = lane / 4), d0, d1 in row g {proof}"),
-        (np.concatenate([right[8:], right[:8]]),
+        (lambda l, j: (_d_place(l, j)[0] + 8) % 16 * 8 + _d_place(l, j)[1],
          "rows 0-7 and 8-15 of D are exchanged: d0, d1 are row g = lane / 4 and d2, d3 row "
          "g + 8 {proof}"),
-        (right.T.reshape(16, 8).copy(),
+        (lambda l, j: _d_place(l, j)[1] * 16 + _d_place(l, j)[0],
          "D came out column-major: store d at row * 8 + col {proof}"),
-        *((_d_bits(regs, rb, C), cause) for regs, cause in a_loads),
-        *((_d_bits(ra, regs, C), cause) for regs, cause in b_loads),
     ]
+    for perm in itertools.permutations(range(4)):
+        if list(perm) not in ([0, 1, 2, 3], [2, 3, 0, 1]):
+            inv = np.argsort(perm)
+            stores.append((lambda l, j, q=inv: _d_place(l, int(q[j]))[0] * 8
+                           + _d_place(l, int(q[j]))[1],
+                           f"your d has rd's registers in the wrong places ({_reg_order(perm, 'd')}): "
+                           "d0, d1 go to row g, columns 2t and 2t + 1, d2, d3 to row g + 8, "
+                           "the same columns (g = lane / 4, t = lane % 4) {proof}"))
+    moved = []
+    for place, cause in stores:
+        tile, source = _stored_d(right, place)
+        moved.append(S(tile, cause, source))
+    # b0, b1 exchanged gives the product of A with its k halves exchanged (a0, a1 with a2, a3)
+    regs = [S(_d_bits(ra, rb[:, [1, 0]], C),
+              "your D is what b0 and b1 exchanged give (or, the same product, A's k halves: "
+              "a0, a1 with a2, a3): b0 holds k 0-7 (lanes 0-7 point at B's rows 0-7), b1 k "
+              "8-15, in that order in the mma's operand list {proof}")]
+    regs += [S(_d_bits(ra[:, list(p)], rb, C),
+               f"your D is what A's registers in the wrong order give ({_reg_order(p, 'a')}): "
+               "the mma reads a0 = rows 0-7/k 0-7, a1 = rows 8-15/k 0-7, a2 = rows 0-7/k 8-15, "
+               "a3 = rows 8-15/k 8-15 {proof}")
+             for p in itertools.permutations(range(4))
+             if list(p) not in ([0, 1, 2, 3], [0, 2, 1, 3], [2, 3, 0, 1])]
+    regs += [S(_d_bits(ra, rb, emulator.fragment_to_matrices(
+                   emulator.matrices_to_fragment(element_bits(C, "f32")[None],
+                                                 layouts.mma_form(*_TILE_FORM).c)[:, list(p)],
+                   layouts.mma_form(*_TILE_FORM).c)[0].view(np.float32)),
+               f"your D added C's registers in the wrong order ({_reg_order(p, 'c')}): c0, c1 "
+               "are row g, columns 2t and 2t + 1 of C, c2, c3 row g + 8 {proof}")
+             for p in itertools.permutations(range(4)) if list(p) != [0, 1, 2, 3]]
+    loads = [*(S(_d_bits(r, rb, C), cause) for r, cause in a_loads),
+             *(S(_d_bits(ra, r, C), cause) for r, cause in b_loads)]
+    return first + moved + loads + regs
 
 
 def tile_run(seed: int, lda: int, ldb: int, label: str) -> KernelRun:
@@ -636,23 +703,26 @@ def _cell_text(bits: int) -> str:
 
 
 def compare_tile(got_bits: np.ndarray, run: TileRun, name: str, device: str = "") -> CheckResult:
-    """Compare a kernel's D with the emulator's: each wrong cell is named with the lane and
-    register that hold it, and a known mistake is recognised from the whole output."""
+    """Compare a kernel's D with the emulator's and recognise a known mistake from the whole
+    output. Each wrong cell says which lane and register its right value comes from, and, when
+    the mistake was recognised and it moves values, which lane and register the wrong one came
+    from."""
     form = layouts.mma_form(*_TILE_FORM)
     got = np.asarray(got_bits, dtype=np.uint32).reshape(16, 8)
     exp = np.asarray(run.expected, dtype=np.uint32)
     on = f" on {device}" if device else ""
     if np.array_equal(got, exp):
         return CheckResult(name, True, 1.0, f"all 128 elements of D right{on}")
+    hit = diagnosis.first_match(got, run.mistakes)
     diffs, lanes, regs = [], set(), set()
     for r, c in zip(*np.nonzero(got != exp)):
         lane, reg, _ = form.d.owner(0, int(r), int(c))
         lanes.add(lane)
         regs.add(reg)
-        diffs.append(LaneDiff(-1, _cell_text(got[r, c]), _cell_text(exp[r, c]),
-                              where=f"D[{r}][{c}] (lane {lane}'s d{reg})"))
-    hit = diagnosis.first_match(got, [diagnosis.Suspect(bits, text)
-                                      for bits, text in run.mistakes])
+        src = hit.source(int(r), int(c)) if hit is not None and hit.source else None
+        diffs.append(LaneDiff(-1, _cell_text(got[r, c]) + (f" (from {src})" if src else ""),
+                              f"{_cell_text(exp[r, c])} (from lane {lane}'s d{reg})",
+                              where=f"D[{r}][{c}]"))
     first = diffs[0]
     proof = f"{first.where}: expected {first.expected}, got {first.got}"
     cause = diagnosis.with_proof(hit.cause, proof) if hit else ""

@@ -15,7 +15,7 @@ from ..checks import AddressTask
 from . import cases, tiles
 from .base import AddressExercise, ChoiceExercise, FragmentExercise
 from .stmatrix import (FILL, TileKernelExercise, TileRun, addressing_lane, emulated_store,
-                       stored_from, value_names)
+                       held_by, stored_from, value_names)
 
 # ---------------------------------------------------------------------------------------------
 # What movmatrix does to a fragment, measured on element ids
@@ -167,6 +167,14 @@ def loaded_tile(tile_in: np.ndarray, sld: int) -> np.ndarray:
                              place.expected_addresses(place.tile(0, sld * 2)), num=4)
 
 
+def _one_not_moved(regs: np.ndarray, moved: np.ndarray, i: int) -> np.ndarray:
+    """The registers after movmatrix, but register ``i`` as it was loaded (its movmatrix
+    forgotten)."""
+    out = np.array(moved, copy=True)
+    out[:, i] = np.asarray(regs)[:, i]
+    return out
+
+
 def transpose_run(sld: int, values: np.ndarray | None = None) -> TileRun:
     """The 16x16 tile ``values`` (default: ids 0..255) transposed through shared memory rows
     ``sld`` elements apart; the wrong variants a learner may write give their own advice."""
@@ -187,12 +195,17 @@ def transpose_run(sld: int, values: np.ndarray | None = None) -> TileRun:
          "the tile came out as a plain copy: no block was transposed and none moved"),
         *((s.output, s.cause) for s in diagnosis.store_suspects(
             moved, out_place, sld, trans=False, fill=FILL)),
+        *((emulated_store(_one_not_moved(regs, moved, i), out_place, sld),
+           f"r{i} was stored as it was loaded, not transposed; the other three blocks are "
+           f"right: one of the four movmatrix is missing, or transposes another register "
+           f"than r{i} {{proof}}") for i in range(4)),
     )
     return TileRun(label=f"tile row stride {sld} elements",
                    args=[tile_in.reshape(-1), np.int32(sld), np.zeros(256, dtype=np.uint16)],
                    out_index=2, expected=emulated_store(moved, out_place, sld),
                    shared_mem=2 * 16 * sld * 2, describe_value=value_names(tile_in, "in"),
                    cell_source=stored_from(out_place, ("r0", "r1", "r2", "r3")),
+                   value_source=held_by(regs, ("r0", "r1", "r2", "r3"), "loaded into"),
                    row_names=lambda r: f"the output row stored through lane "
                                        f"{addressing_lane(out_place, r)}'s address",
                    mistakes=mistakes)

@@ -50,6 +50,7 @@ class TileRun:
     describe_value: Callable[[int], str] | None = None
     row_names: Callable[[int], str] | None = None
     cell_source: Callable[[int, int], str] | None = None
+    value_source: Callable[[int], str | None] | None = None
     unwritten: int | None = FILL
     mistakes: Sequence[tuple[np.ndarray | None, str]] = ()
     what: str = "tile"
@@ -72,6 +73,7 @@ def run_tile_case(source: str, kernel_name: str, run: TileRun, name: str,
     result = checks.check_tile_outputs(name, got, exp, describe_value=run.describe_value,
                                        what=run.what, row_names=run.row_names,
                                        cell_source=run.cell_source,
+                                       value_source=run.value_source,
                                        unwritten=run.unwritten, mistakes=run.mistakes,
                                        backend=res.device)
     result.details.update(backend=res.backend, device=res.device)
@@ -122,6 +124,19 @@ def stored_from(placement: tiles.Placement,
                 return f"lane {lane}'s {reg_names[reg]}"
         return "no lane"
     return source
+
+
+def held_by(regs: np.ndarray, reg_names: Sequence[str],
+            verb: str = "from") -> Callable[[int], str | None]:
+    """``v -> "from lane 4's d1"``: the lane and register whose 16-bit half held value ``v``
+    (the values are distinct; use registers the learner's code cannot change), ``None`` for a
+    value no register held."""
+    halves = np.ascontiguousarray(regs, dtype=np.uint32).view(np.uint16).reshape(
+        np.shape(regs)[0], np.shape(regs)[1], 2)
+    where: dict[int, str] = {}
+    for (lane, reg, _), v in np.ndenumerate(halves):
+        where.setdefault(int(v), f"{verb} lane {lane}'s {reg_names[reg]}")
+    return lambda v: where.get(int(v))
 
 
 def emulated_store(regs: np.ndarray, placement: tiles.Placement, sld: int, *,
@@ -289,6 +304,7 @@ def store_d_run(sld: int, perm: Sequence[int] = tuple(range(16))) -> TileRun:
                    row_names=lambda r: f"D's row {r}, stored through lane "
                                        f"{addressing_lane(place, r)}'s address",
                    cell_source=stored_from(place, ("d0", "d1")),
+                   value_source=held_by(d, ("d0", "d1")),
                    mistakes=mistakes)
 
 
