@@ -63,6 +63,58 @@ INVALID = [
 ]
 
 
+#: Spellings of existing forms: ptxas takes the modifiers in any order and a repeated .sync, but
+#: refuses a repeated modifier, two state spaces, two types and a source format before .b8x16.
+SPELLINGS = [
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b6x16_p32.b8x16", 2),
+    ("ldmatrix.sync.aligned.m8n16.x1.shared.b4x16_p64.b8x16", 1),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.trans.shared.b8", 2),
+    ("stmatrix.sync.aligned.m16n8.x1.trans.trans.shared.b8", 1),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.shared::cta.b8", 2),
+    ("ldmatrix.sync.aligned.m8n8.x4.x4.shared.b16", 4),
+    ("ldmatrix.sync.aligned.m8n8.x1.x4.shared.b16", 4),
+    ("ldmatrix.sync.aligned.m8n8.x4.shared.b16.b16", 4),
+    ("ldmatrix.sync.aligned.m8n8.m8n8.x4.shared.b16", 4),
+    ("ldmatrix.sync.aligned.aligned.m8n8.x4.shared.b16", 4),
+    ("ldmatrix.sync.aligned.m8n8.x4.trans.trans.shared.b16", 4),
+    ("ldmatrix.sync.aligned.m8n8.x4.shared.shared.b16", 4),
+    ("stmatrix.sync.aligned.m8n8.x4.shared::cta.shared::cta.b16", 4),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8.b8", 2),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8x16.b6x16_p32.b4x16_p64", 2),
+    ("ldmatrix.sync.aligned.m8n16.x4.x4.shared.b8x16.b4x16_p64", 4),
+    ("movmatrix.sync.aligned.m8n8.trans.trans.b16", 1),
+    ("movmatrix.sync.aligned.m8n8.trans.b16.b16", 1),
+    ("ldmatrix.sync.aligned.m8n16.x1.shared.b8x16.b4x16_p64.trans", 1),
+    # accepted: a modifier after the type, any order, a repeated .sync
+    ("ldmatrix.sync.aligned.m8n8.x4.b16.trans", 4),
+    ("ldmatrix.sync.aligned.m8n8.x4.b16.shared", 4),
+    ("ldmatrix.sync.aligned.x4.m8n8.shared.b16", 4),
+    ("ldmatrix.aligned.sync.m8n8.x4.shared.b16", 4),
+    ("ldmatrix.sync.aligned.sync.m8n8.x4.shared.b16", 4),
+    ("ldmatrix.sync.aligned.m8n16.x1.b8x16.shared.b4x16_p64", 1),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8x16.b6x16_p32", 2),
+    ("ldmatrix.sync.aligned.m16n16.x2.shared.b8.trans", 4),
+    ("stmatrix.sync.aligned.m16n8.x4.b8.trans.shared", 4),
+    ("movmatrix.sync.aligned.trans.m8n8.b16", 1),
+]
+
+#: Module-level gates: a kernel with no matrix instruction, for each target at and just below
+#: the oldest .version ptxas takes with it.
+MODULE_INSTRUCTION = "mov.u32 %r1, %r0;"
+
+
+def module_cases() -> list[ptxas_gates.Probe]:
+    out = []
+    for target, (major, minor) in matrix_forms.TARGET_MIN_VERSION.items():
+        if int(target[3:].rstrip("af")) < 75:
+            continue          # ptxas 13 assembles these only for a newer -arch
+        below = f"{major}.{minor - 1}" if minor else f"{major - 1}.9"
+        for version in (below, f"{major}.{minor}"):
+            out.append(ptxas_gates.Probe(MODULE_INSTRUCTION, target, version))
+    out.append(ptxas_gates.Probe(MODULE_INSTRUCTION, "sm_100a", "8.5"))
+    return out
+
+
 def cases() -> list[ptxas_gates.Probe]:
     out = []
     new_forms = [f for f in matrix_forms.all_forms() if f.blackwell]
@@ -81,6 +133,9 @@ def cases() -> list[ptxas_gates.Probe]:
             out.append(ptxas_gates.Probe(ptxas_gates.operands_for(opcode, regs), target, version))
     for opcode, regs in INVALID:
         out.append(ptxas_gates.Probe(ptxas_gates.operands_for(opcode, regs), "sm_100a", "8.6"))
+    for opcode, regs in SPELLINGS:
+        out.append(ptxas_gates.Probe(ptxas_gates.operands_for(opcode, regs), "sm_100a", "8.8"))
+    out += module_cases()
     # the register count is part of the form
     out.append(ptxas_gates.Probe(ptxas_gates.operands_for(
         "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", 1), "sm_100a", "8.6"))

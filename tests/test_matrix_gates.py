@@ -79,7 +79,59 @@ def test_table_covers_every_new_form_on_both_sides_of_its_gate():
     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "sm_120", "8.7", "'a' or family 'f'"),
     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "sm_101a", "8.6", "renamed sm_110a"),
     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "sm_100f", "8.7", "write .version 8.8"),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b6x16_p32.b8x16", "sm_100a", "8.6",
+     "write .b8x16.b6x16_p32"),
+    ("ldmatrix.sync.aligned.m8n16.x1.shared.b4x16_p64.b8x16", "sm_100a", "8.6",
+     "write .b8x16.b4x16_p64"),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.trans.shared.b8", "sm_100a", "8.6",
+     "one .trans modifier"),
+    ("stmatrix.sync.aligned.m16n8.x1.trans.trans.shared.b8", "sm_100a", "8.6",
+     "one .trans modifier"),
+    ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.shared::cta.b8", "sm_100a", "8.6",
+     "at most one state space"),
+    ("ldmatrix.sync.aligned.m8n8.x4.x4.shared.b16", "sm_90", "8.0", "remove the extra one"),
+    ("ldmatrix.sync.aligned.m8n8.x4.shared.b16.b16", "sm_90", "8.0", "remove the repeated one"),
 ])
 def test_messages_name_the_fix(text, target, version, expect):
     with pytest.raises(matrix_forms.FormError, match=expect.replace(".", r"\.")):
         matrix_forms.check_target(matrix_forms.parse_form(text), target, version)
+
+
+def test_recorded_table_covers_spellings_and_module_gates():
+    """The table holds ptxas's verdicts on spellings (modifier order and counts) and on
+    modules with no matrix instruction, and the model agrees with each (checked above)."""
+    seen = {(r["instruction"].split()[0], r["ptxas"]) for r in CASES}
+    for spelling in ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b6x16_p32.b8x16",
+                     "stmatrix.sync.aligned.m16n8.x1.trans.trans.shared.b8",
+                     "ldmatrix.sync.aligned.m16n16.x1.trans.shared.shared::cta.b8"):
+        assert (spelling, "reject") in seen
+    for spelling in ("ldmatrix.sync.aligned.m8n8.x4.b16.trans",
+                     "ldmatrix.sync.aligned.x4.m8n8.shared.b16"):
+        assert (spelling, "accept") in seen
+    module = {(r["target"], r["version"], r["ptxas"]) for r in CASES
+              if r["instruction"].startswith("mov.u32")}
+    for target, version in (("sm_100a", "8.5"), ("sm_120a", "8.6"), ("sm_100f", "8.7"),
+                            ("sm_110a", "8.9"), ("sm_90a", "7.9")):
+        assert (target, version, "reject") in module
+
+
+@pytest.mark.parametrize("target, version, expect", [
+    ("sm_100a", "8.5", "write .version 8.6"),
+    ("sm_120a", "8.6", "write .version 8.7"),
+    ("sm_121f", "8.7", "write .version 8.8"),
+    ("sm_92", "8.0", "not a target ptxas 13 knows"),
+])
+def test_module_gate_without_matrix_instruction_names_the_fix(target, version, expect):
+    ok, msg = ptxas_gates.model_verdict(ptxas_gates.Probe("mov.u32 %r1, %r0;", target, version))
+    assert not ok and expect in msg and "PTX line 2" in msg, msg
+
+
+def test_layout_header_gives_each_targets_oldest_version():
+    from ptxlab.teach import layout_table
+    text = layout_table.describe(matrix_forms.parse_form(
+        "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8"))
+    assert "sm_100a .version 8.6+" in text and "sm_120a .version 8.7+" in text
+    assert "sm_120f" in text.split(".version 8.8+")[0].rsplit(";", 1)[-1]
+    assert "sm_110a/sm_110f .version 9.0+" in text
+    old = layout_table.describe(matrix_forms.parse_form("ldmatrix.sync.aligned.m8n8.x4.shared.b16"))
+    assert "sm_75 .version 6.5+" in old and "sm_89/sm_90 .version 7.8+" in old

@@ -25,6 +25,7 @@ from .layouts import WARP_SIZE
 __all__ = [
     "FormError", "MatrixForm", "parse_form", "form", "check_target", "byte_map",
     "address_lanes", "all_forms", "layout_record", "check_register_count",
+    "check_module_target", "min_version", "oldest_versions",
     "parse_mma", "mma_record", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
 ]
 
@@ -148,20 +149,61 @@ def parse_form(text: str) -> MatrixForm:
     return f
 
 
-def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
-    known_simple = {"sync", "aligned", "trans", "x1", "x2", "x4", "b16", "b8", "b8x16",
-                    "m8n8", "m16n16", "m8n16", "m16n8", *PACKED_FORMATS}
-    space = "generic"
+#: What each modifier is, for counting them as ptxas does.
+_KINDS: dict[str, str] = {
+    "sync": "sync", "aligned": "aligned", "trans": "trans",
+    "m8n8": "shape", "m16n16": "shape", "m8n16": "shape", "m16n8": "shape",
+    "x1": "num", "x2": "num", "x4": "num",
+    "shared": "space", "shared::cta": "space",
+    "b16": "type", "b8": "type", "b8x16": "type", **{p: "type" for p in PACKED_FORMATS},
+}
+
+
+def _check_counts(opcode: str, op: str, mods: list[str]) -> None:
+    """Refuse what ptxas 13 refuses before it looks at the form: an unknown modifier, a
+    repeated one, two state spaces, a packed source format before ``.b8x16``.
+
+    ptxas takes the modifiers after the opcode in any order (``.x4.m8n8``, ``.b16.shared`` and
+    ``.aligned.sync`` assemble), and tolerates a repeated ``.sync``; everything else may appear
+    once (measured: ``tests/fixtures/ptxas_matrix_gates.json``).
+    """
     for mod in mods:
-        if mod in ("shared", "shared::cta"):
-            space = mod
-        elif mod not in known_simple:
+        if mod not in _KINDS:
             raise FormError(f"{opcode}: unknown qualifier .{mod} for {op}")
+    count = {k: [m for m in mods if _KINDS[m] == k] for k in set(_KINDS.values())}
+    for kind, what, theirs in (("aligned", ".aligned", ".aligned"), ("trans", ".trans", ".trans"),
+                               ("shape", "shape", "matrix shape"),
+                               ("num", ".num (.x1/.x2/.x4)", ".num")):
+        if len(count[kind]) > 1:
+            given = " and ".join(f".{m}" for m in count[kind])
+            raise FormError(f"{opcode}: give one {what} modifier, not {given} (ptxas: "
+                            f"\"Multiple {theirs} modifiers specified\"): remove the extra one")
+    if len(count["space"]) > 1:
+        raise FormError(f"{opcode}: give at most one state space, not "
+                        f"{' and '.join('.' + m for m in count['space'])} (ptxas: \"Unexpected "
+                        f"number of state spaces\"): write .shared or .shared::cta once")
+    types = count["type"]
+    if len(types) != len(set(types)):
+        raise FormError(f"{opcode}: give each element type once, not "
+                        f"{'.'.join([''] + types)}: remove the repeated one")
+    packed = [t for t in types if t in PACKED_FORMATS]
+    if len(packed) > 1:
+        raise FormError(f"{opcode}: give one source format after .b8x16, not "
+                        f"{' and '.join('.' + t for t in packed)}: write .b8x16.{packed[0]} or "
+                        f".b8x16.{packed[1]}")
+    if "b8x16" in types and packed and types.index(packed[0]) < types.index("b8x16"):
+        raise FormError(f"{opcode}: the destination format comes first: write .b8x16.{packed[0]} "
+                        f"(ptxas: \"Illegal modifier '.{packed[0]}.b8x16'\")")
+
+
+def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
+    _check_counts(opcode, op, mods)
+    space = next((m for m in mods if _KINDS[m] == "space"), "generic")
     missing = [q for q in ("sync", "aligned") if q not in mods]
     if missing:
         raise FormError(f"{opcode}: {op} needs .sync.aligned (write {op}.sync.aligned....)")
     trans = "trans" in mods
-    shapes = [x for x in mods if x in ("m8n8", "m16n16", "m8n16", "m16n8")]
+    shapes = [x for x in mods if _KINDS[x] == "shape"]
     if len(shapes) != 1:
         raise FormError(f"{opcode}: give exactly one shape (.m8n8, .m16n16, .m8n16 for ldmatrix; "
                         f".m8n8, .m16n8 for stmatrix)")
@@ -178,7 +220,7 @@ def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
     if len(nums) != 1:
         raise FormError(f"{opcode}: {op} needs one of .x1, .x2, .x4")
     num = nums[0]
-    types = [x for x in mods if x in ("b16", "b8", "b8x16", *PACKED_FORMATS)]
+    types = [x for x in mods if _KINDS[x] == "type"]
     with_trans = _insert_after_num(opcode, "trans")
     if op == "stmatrix":
         if shape not in ("m8n8", "m16n8"):
@@ -204,9 +246,9 @@ def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
                         ".m16n16 (.b8 or packed, with .trans) or .m8n16 (packed)")
     packed = [x for x in types if x in PACKED_FORMATS]
     if packed:
-        if types != ["b8x16", packed[0]] and sorted(types) != sorted(["b8x16", packed[0]]):
+        if types != ["b8x16", packed[0]]:
             raise FormError(f"{opcode}: a packed source is written .b8x16.{packed[0]} "
-                            "(destination format, then source format)")
+                            "(destination format, then source format) and no other type")
         dtype = packed[0]
     elif types == ["b8x16"]:
         raise FormError(f"{opcode}: .b8x16 needs a source format after it: "
@@ -287,9 +329,14 @@ def form(op: str = "ldmatrix", *, shape: str = "m8n8", num: int = 4, trans: bool
 # .target / .version gates (as ptxas 13.0 enforces them)
 # ---------------------------------------------------------------------------------------------
 
-#: The oldest PTX ISA version that accepts each ``.target`` (ptxas 13.0, measured).
+#: The oldest PTX ISA version that accepts each ``.target`` (ptxas 13.0, measured on a module
+#: with no instruction in it; sm_70 is given as 6.0 although ptxas also takes the non-existent
+#: 5.1-5.9).
 TARGET_MIN_VERSION: dict[str, tuple[int, int]] = {
-    "sm_75": (6, 3), "sm_80": (7, 0), "sm_86": (7, 1), "sm_87": (7, 4), "sm_89": (7, 8),
+    "sm_50": (4, 0), "sm_52": (4, 1), "sm_53": (4, 2), "sm_60": (5, 0), "sm_61": (5, 0),
+    "sm_62": (5, 0), "sm_70": (6, 0), "sm_72": (6, 1),
+    "sm_75": (6, 3), "sm_80": (7, 0), "sm_86": (7, 1), "sm_87": (7, 4), "sm_88": (7, 3),
+    "sm_89": (7, 8),
     "sm_90": (7, 8), "sm_90a": (8, 0),
     "sm_100": (8, 6), "sm_100a": (8, 6), "sm_100f": (8, 8),
     "sm_103": (8, 8), "sm_103a": (8, 8), "sm_103f": (8, 8),
@@ -318,6 +365,54 @@ def _arch(target: str) -> tuple[str, int, str]:
     return name, int(m.group(1)), m.group(2)
 
 
+def min_version(target: str) -> tuple[int, int] | None:
+    """The oldest ``.version`` ptxas 13 takes with this ``.target`` (None: not a target it
+    checks)."""
+    name = (target or "").split(",")[0].strip()
+    return TARGET_MIN_VERSION.get(name)
+
+
+def check_module_target(target: str, version: str) -> None:
+    """Raise :class:`FormError` where ptxas 13 refuses a module's ``.target``/``.version`` pair
+    whatever its instructions (``.target sm_100a`` with ``.version 8.5``, ``sm_120a`` before 8.7,
+    the ``f`` family targets before 8.8, a renamed or unknown target)."""
+    name, sm, _ = _arch(target)
+    ver = _version(version)
+    if name in RENAMED_TARGETS:
+        raise FormError(f".target {name} is not known to ptxas 13: it was renamed "
+                        f"{RENAMED_TARGETS[name]} in PTX ISA 9.0; write .target "
+                        f"{RENAMED_TARGETS[name]} with .version 9.0")
+    need = TARGET_MIN_VERSION.get(name)
+    if need is None:
+        if sm >= 50:
+            raise FormError(f".target {name} is not a target ptxas 13 knows (ptxas: "
+                            f"\"Unsupported .target\"): use one of "
+                            f"{', '.join(TARGET_MIN_VERSION)}")
+        return
+    if ver < need:
+        raise FormError(f"PTX .version {version} does not support .target {name}: "
+                        f"write .version {need[0]}.{need[1]} or later")
+
+
+def oldest_versions(f: MatrixForm) -> dict[str, tuple[int, int]]:
+    """Every ``.target`` ptxas 13 accepts ``f`` on, with the oldest ``.version`` it needs there:
+    the later of the form's own version and the target's (``sm_100a`` 8.6, ``sm_120a`` 8.7, the
+    ``f`` family 8.8, ``sm_110a`` 9.0 for the .b8 forms)."""
+    out = {}
+    for name, need in TARGET_MIN_VERSION.items():
+        _, sm, suffix = _arch(name)
+        if f.blackwell:
+            if sm < 100 or not suffix:
+                continue
+            floor = (8, 6)
+        else:
+            min_sm, floor = _requirements(f)
+            if sm < min_sm:
+                continue
+        out[name] = max(floor, need)
+    return out
+
+
 def _requirements(f: MatrixForm) -> tuple[int, tuple[int, int]]:
     """(oldest sm number, oldest PTX version) of a non-Blackwell form."""
     if f.op == "stmatrix":
@@ -335,16 +430,9 @@ def check_target(f: MatrixForm, target: str, version: str) -> None:
     packed forms need an architecture-specific (``a``) or family (``f``) target of sm_100 or
     newer, and ``.version`` 8.6 or later.
     """
+    check_module_target(target, version)
     name, sm, suffix = _arch(target)
     ver = _version(version)
-    if name in RENAMED_TARGETS:
-        raise FormError(f".target {name} is not known to ptxas 13: it was renamed "
-                        f"{RENAMED_TARGETS[name]} in PTX ISA 9.0; write .target "
-                        f"{RENAMED_TARGETS[name]} with .version 9.0")
-    need = TARGET_MIN_VERSION.get(name)
-    if need is not None and ver < need:
-        raise FormError(f"PTX .version {version} does not support .target {name}: "
-                        f"write .version {need[0]}.{need[1]} or later")
     where = f"{f.ptx} "
     if f.blackwell:
         feature = (f"{f.op}.b8" if f.dtype == "b8" else f"{f.op} .b8x16.{f.dtype}")

@@ -21,9 +21,9 @@ def _forms_help() -> str:
         lines.append(f"  {f.ptx}")
     lines.append("  mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c> (the course's variants, e.g. "
                  "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32): its A, B, C, D fragments")
-    lines.append("the .b8, .m16n16, .m8n16 and .m16n8 forms need sm_100a/sm_103a/sm_110a/sm_120a/"
-                 "sm_121a or an sm_1xxf family target and .version 8.6+ (see "
-                 "docs/blackwell_forms.md)")
+    blackwell = next(f for f in matrix_forms.all_forms() if f.blackwell)
+    lines.append("the .b8, .m16n16, .m8n16 and .m16n8 forms need "
+                 f"{layout_table.targets_and_versions(blackwell)} (see docs/blackwell_forms.md)")
     return "\n".join(lines)
 
 

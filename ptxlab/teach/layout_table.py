@@ -24,14 +24,21 @@ def describe(f: MatrixForm) -> str:
                 f"16 bytes ({unit}); lanes 0-{f.address_lane_count - 1} give the row addresses; "
                 f"each lane {'receives' if f.op == 'ldmatrix' else 'gives'} {f.regs} register(s)"
                 + (" (.trans: the matrix is transposed on the way)" if f.trans else ""))
+    where = "needs " + targets_and_versions(f)
     if f.blackwell:
-        where = (f"needs .target {matrix_forms.BLACKWELL_TARGET_HINT}, PTX ISA .version 8.6+ "
-                 "(no GPU here runs it: the CPU model does)")
-    elif f.op == "stmatrix":
-        where = "needs sm_90+, PTX ISA 7.8+"
-    else:
-        where = "needs sm_75+" + (", PTX ISA 7.8+" if f.op == "movmatrix" else ", PTX ISA 6.5+")
+        where += " (no GPU here runs it: the CPU model does)"
     return f"{f.ptx}\n  {what}\n  {where}"
+
+
+def targets_and_versions(f: MatrixForm) -> str:
+    """The targets ptxas 13 accepts ``f`` on, grouped by the oldest ``.version`` each needs
+    (``sm_100a .version 8.6+; sm_120a .version 8.7+; ...``): the form and the target each set
+    a floor, and the later one counts."""
+    by_version: dict[tuple[int, int], list[str]] = {}
+    for target, ver in matrix_forms.oldest_versions(f).items():
+        by_version.setdefault(ver, []).append(target)
+    return "; ".join(f"{'/'.join(ts)} .version {v[0]}.{v[1]}+"
+                     for v, ts in sorted(by_version.items()))
 
 
 def _cell(lane: int, reg: int, byte: int) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ...model import matrix_forms
 from .errors import PtxSyntaxError
 
 # ---------------------------------------------------------------------------------------------
@@ -631,6 +632,17 @@ def _parse_function_header(text: str, line: int) -> Function:
 _LOC = re.compile(r"^\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
 
 
+def _check_target(mod: Module, line: int, text: str) -> None:
+    """ptxas refuses a module whose ``.version`` is too old for its ``.target`` (or whose target
+    it does not know) before it reads any instruction; so does the model."""
+    if not mod.version:
+        return
+    try:
+        matrix_forms.check_module_target(mod.target, mod.version)
+    except matrix_forms.FormError as exc:
+        raise PtxSyntaxError(str(exc), line, text) from None
+
+
 def parse_module(text: str) -> Module:
     """Parse a whole PTX module."""
     mod = Module(lines=text.splitlines())
@@ -647,6 +659,7 @@ def parse_module(text: str) -> Module:
                 mod.version = t.split()[1]
             elif t.startswith(".target"):
                 mod.target = t.split(None, 1)[1]
+                _check_target(mod, st.line, t)
             elif t.startswith(".address_size"):
                 mod.address_size = int(t.split()[1])
             elif t.startswith(".file"):
