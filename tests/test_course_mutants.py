@@ -215,7 +215,7 @@ def test_a_runaway_answer_is_a_rejection(monkeypatch):
 
 _CELLS = {c.exercise.key: c for c in solution_cells()}
 #: The notebooks whose kernel exercises must each have named mistakes.
-_NAMED_NOTEBOOKS = ("02_", "03_", "04_", "05_", "06_")
+_NAMED_NOTEBOOKS = ("02_", "03_", "04_", "05_", "06_", "07_", "08_", "09_", "10_")
 
 
 def test_every_kernel_exercise_has_named_mistakes():

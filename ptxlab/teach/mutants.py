@@ -25,7 +25,7 @@ accepts and hidden rejects: an escape, a defect of the course. Both accept: an e
 answer, or a gap in both, listed for a person to judge.
 
 Beside the generated mutants, :data:`NAMED_MISTAKES` holds the realistic wrong kernels learners
-write in every kernel exercise of notebooks 02-06, each with the cause its check must name (from
+write in every kernel exercise of the course, each with the cause its check must name (from
 evidence, :mod:`ptxlab.teach.diagnosis`), or its own message for a compile error, a hang or a
 race.
 """
@@ -811,13 +811,15 @@ class NamedMistake:
 _A, _B = "ldmatrix.a_operand_kernel", "ldmatrix_trans.b_operand_kernel"
 _BC, _BL = "ldmatrix_trans.b_col_major_kernel", "ldmatrix_trans.block_load_kernel"
 _ST, _TR, _MMA = "stmatrix.store_d_kernel", "movmatrix.transpose_kernel", "mma.tile_kernel"
+_SW, _KL = "banks.swizzle_roundtrip", "capstone.k_loop_kernel"
+_BW, _LF = "blackwell.m16n16_kernel", "layout_fit.x2_kernel"
 _MMA_SWAPPED_OPERANDS = (
     'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, '
     '{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\\n" : "=f"(rd[0]), "=f"(rd[1]), '
     '"=f"(rd[2]), "=f"(rd[3]) : "r"(rb[0]), "r"(rb[1]), "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), '
     '"r"(ra[3]), "f"(rc[0]), "f"(rc[1]), "f"(rc[2]), "f"(rc[3]));')
 
-#: Every kernel exercise of notebooks 02-06 with the mistakes learners make there, each kind
+#: Every kernel exercise of the course with the mistakes learners make there, each kind
 #: (register order, block order, .trans, stride in elements or doubled, rows one off, a block
 #: loaded twice, operands exchanged, C missing or from the wrong rows, rows never written,
 #: compile errors, hangs, races) in its own version per exercise.
@@ -906,6 +908,53 @@ NAMED_MISTAKES: tuple[NamedMistake, ...] = (
                  "B: every lane points one tile row further down"),
     NamedMistake(_MMA, "compile error", "rd, ra, rb, rc);", "rd, ra, rb);", "does not compile",
                  alone=True),
+    NamedMistake(_A, "row stride hard-coded", "(lane % 16) * sld * 2", "(lane % 16) * 16 * 2",
+                 "use sld, not 16"),
+    NamedMistake(_BL, "__syncwarp for a block barrier", "__syncthreads();", "__syncwarp();",
+                 "the __syncwarp() at line 10 orders the threads of one warp only"),
+    NamedMistake(_BL, "barrier inside a branch on the warp", "__syncthreads();",
+                 "const unsigned warp = threadIdx.x / 32;\n    if (warp == 0) __syncthreads();",
+                 "kernel.cu:11: if (warp == 0) __syncthreads();"),
+    NamedMistake(_ST, "one register stored twice", '"r"(d0), "r"(d1)', '"r"(d1), "r"(d1)',
+                 "d1 is stored twice and d0 never: d1 went where d0 belongs (tile rows 0-7, "
+                 "columns 0-7). The addresses are right"),
+    NamedMistake(_ST, "two lanes give one row", "(lane % 16) * sld * 2", "(lane % 8) * sld * 2",
+                 "the PTX ISA leaves undefined"),
+    NamedMistake(_TR, "one movmatrix missing",
+                 'asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %0;\\n" : "+r"(r2));',
+                 "", "r2 was stored as it was loaded, not transposed"),
+    NamedMistake(_MMA, "b0 and b1 exchanged in the mma's operands",
+                 "ptxlab::mma_m16n8k16_f32_f16_f16_f32(rd, ra, rb, rc);",
+                 _MMA_SWAPPED_OPERANDS.replace(
+                     '"r"(rb[0]), "r"(rb[1]), "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3])',
+                     '"r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[1]), "r"(rb[0])'),
+                 "b0 and b1 exchanged"),
+    NamedMistake(_MMA, "B's lanes 8-15 at rows 0-7", "&sb[(lane % 16) * ldb]",
+                 "&sb[(lane % 8) * ldb]", "B: lanes 8-15 point at the rows of matrix 0"),
+    NamedMistake(_MMA, "C read column-major", "rc[i] = c[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2]",
+                 "rc[i] = c[(2 * t + i % 2) * 16 + g + 8 * (i / 2)]", "C read column-major"),
+    NamedMistake(_MMA, "d0, d1 halves exchanged", "d[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2]",
+                 "d[(g + 8 * (i / 2)) * 8 + 2 * t + 1 - i % 2]",
+                 "d0 and d1 exchanged, d2 and d3 exchanged"),
+    NamedMistake(_SW, "swizzle wraps at 4 rows", "(chunk ^ (row % 8)) * 16",
+                 "(chunk ^ (row % 4)) * 16", "takes 2 wavefronts instead of 1"),
+    NamedMistake(_SW, "no swizzle", "(chunk ^ (row % 8)) * 16", "chunk * 16",
+                 "takes 8 wavefronts instead of 1"),
+    NamedMistake(_SW, "XOR into the wrong address bits",
+                 "return row * 128 + (chunk ^ (row % 8)) * 16;",
+                 "return (row * 128 + chunk * 16) ^ ((row % 8) << 7);",
+                 "two (row, chunk) pairs get the same offset"),
+    NamedMistake(_KL, ".trans missing on B", ".x4.trans.shared", ".x4.shared",
+                 "load B with ldmatrix...x4.trans"),
+    NamedMistake(_BW, "output registers listed out of order", "{%0, %1}", "{%1, %0}",
+                 "right but in the wrong order"),
+    NamedMistake(_BW, ".trans missing", ".x1.trans.shared", ".x1.shared", "requires .trans",
+                 alone=True),
+    NamedMistake(_LF, "column offset in elements", "((lane / 8) % 2) * 16", "((lane / 8) % 2) * 8",
+                 "is not 16-byte aligned"),
+    NamedMistake(_LF, "matrices stacked instead of side by side",
+                 "(lane % 8) * ld * 2 + ((lane / 8) % 2) * 16", "(lane % 16) * ld * 2",
+                 "outside shared memory"),
     NamedMistake(_MMA, "D stored column-major", "d[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = rd[i]",
                  "d[(2 * t + i % 2) * 16 + g + 8 * (i / 2)] = rd[i]", "column-major"),
 )
