@@ -117,3 +117,45 @@ def test_a_row_off_by_one_is_named_in_an_address_exercise(exercise, bad, phrase)
 def test_a_swizzle_in_the_wrong_bits_is_named(bad, phrase):
     res = banks.swizzled_a_rows.evaluate(bad)
     assert not res.passed and any(phrase in a for a in res.advice), res.report()
+
+
+def _d_registers() -> np.ndarray:
+    a_bits, b_bits = stmatrix.mma_inputs(tuple(range(16)))
+    return stmatrix.mma_d_registers(a_bits, b_bits)
+
+
+def test_a_register_stored_twice_is_named_before_any_address_cause():
+    # {d1, d1}: the addresses are right, so the cause is the register list, not a row address
+    d = _d_registers()
+    place = tiles.mma_cd_f16()
+    got = diagnosis.stored_tile(d[:, [1, 1]], place, 8, diagnosis.row_addresses(place, 0, 16),
+                                trans=False, fill=stmatrix.FILL)
+    hit = diagnosis.first_match(got, diagnosis.store_suspects(d, place, 8, trans=False,
+                                                              fill=stmatrix.FILL,
+                                                              reg_names=("d0", "d1")))
+    assert hit is not None and hit.cause.startswith("d1 is stored twice and d0 never")
+    assert "addresses are right" in hit.cause
+
+
+def test_a_store_of_fewer_matrices_is_named():
+    d = _d_registers()
+    place = tiles.mma_cd_f16()
+    smem = np.full(16 * 8, stmatrix.FILL, dtype=np.uint16)
+    emulator.stmatrix(smem.view(np.uint8), diagnosis.row_addresses(place, 0, 16), d[:, :1],
+                      num=1)
+    hit = diagnosis.first_match(smem.reshape(16, 8), diagnosis.store_suspects(
+        d, place, 8, trans=False, fill=stmatrix.FILL, reg_names=("d0", "d1")))
+    assert hit is not None and "only d0 was stored" in hit.cause and ".x2" in hit.cause
+
+
+def test_a_stride_written_as_the_tile_width_and_lanes_on_another_matrix():
+    place = tiles.mma_a()
+    causes = dict((tuple(a), c) for a, c in diagnosis.address_suspects(place, 0, 2 * 56))
+    hard = tuple(diagnosis.row_addresses(place, 0, 2 * 16))
+    assert "use sld, not 16" in causes[hard]
+    b = tiles.mma_b_row_major()
+    again = tuple(diagnosis.row_addresses(b, 0, 16, order=[0, 0]))
+    b_causes = dict((tuple(a), c) for a, c in diagnosis.address_suspects(b, 0, 16))
+    assert b_causes[again].startswith("lanes 8-15 point at the rows of matrix 0")
+    # a packed tile: no "padded" cause to confuse with the right one
+    assert not any("padded" in c for _, c in diagnosis.address_suspects(place, 0, 32))
