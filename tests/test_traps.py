@@ -60,3 +60,26 @@ def test_ptxas_says_what_the_clinic_quotes(key, tmp_path):
             assert proc.returncode != 0 and trap.ptxas in proc.stderr, proc.stderr
         else:
             assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("key", [k for k, t in traps.TRAPS.items() if t.ptxas])
+def test_what_ptxas_refuses_the_model_refuses_at_compile_time_with_its_reason(key):
+    """A kernel ptxas refuses is a compile error on the CPU model too (never a run-time stop that
+    suggests a GPU), and the message quotes ptxas's reason."""
+    trap = traps.TRAPS[key]
+    bad = traps.run_trap(trap, "bad")
+    assert bad.outcome == "refused", bad
+    assert "run this kernel on a GPU" not in bad.message
+    assert trap.ptxas.split(" '")[0].lower() in bad.message.lower(), bad.message
+
+
+def test_mma_types_ptxas_refuses_are_compile_errors():
+    from ptxlab.model import matrix_forms
+    for types, fix in ((("f64", "f16", "f16", "f64"), ".f16 or .f32"),
+                       (("f16", "bf16", "bf16", "f16"), ".f32"),
+                       (("s32", "s8", "f16", "s32"), "same type")):
+        with pytest.raises(matrix_forms.FormError, match="Unexpected instruction types") as exc:
+            matrix_forms.check_mma_types("mma.sync.aligned.m16n8k16.row.col", *types)
+        assert fix in str(exc.value)
+    # exists in PTX but the model does not cover it: not refused here (the GPU runs it)
+    matrix_forms.check_mma_types("mma.sync.aligned.m8n8k4.row.col", "f64", "f64", "f64", "f64")

@@ -26,7 +26,8 @@ __all__ = [
     "FormError", "MatrixForm", "parse_form", "form", "check_target", "byte_map",
     "address_lanes", "all_forms", "layout_record", "check_register_count",
     "check_module_target", "min_version", "oldest_versions",
-    "parse_mma", "mma_record", "PACKED_FORMATS", "BLACKWELL_TARGET_HINT",
+    "parse_mma", "mma_record", "check_mma_types", "mma_types", "PACKED_FORMATS",
+    "BLACKWELL_TARGET_HINT",
 ]
 
 #: Packed sub-byte source formats: bits per element and bytes of data in a 16-byte row (the rest
@@ -159,6 +160,12 @@ _KINDS: dict[str, str] = {
 }
 
 
+#: PTX data types (.f16, .u32, .b64, .e4m3, ...): written on ldmatrix/stmatrix in place of a
+#: bit width, ptxas refuses them as instruction types.
+_DATA_TYPE = re.compile(r"(?:[bsuf](?:8|16|32|64)|bf16|tf32|e[2-5]m[1-3]|pred)(?:x\d+)?")
+_OTHER_SPACES = {"shared::cluster", "global", "local", "const", "param"}
+
+
 def _check_counts(opcode: str, op: str, mods: list[str]) -> None:
     """Refuse what ptxas 13 refuses before it looks at the form: an unknown modifier, a
     repeated one, two state spaces, a packed source format before ``.b8x16``.
@@ -168,8 +175,18 @@ def _check_counts(opcode: str, op: str, mods: list[str]) -> None:
     once (measured: ``tests/fixtures/ptxas_matrix_gates.json``).
     """
     for mod in mods:
-        if mod not in _KINDS:
-            raise FormError(f"{opcode}: unknown qualifier .{mod} for {op}")
+        if mod in _KINDS:
+            continue
+        if _DATA_TYPE.fullmatch(mod):
+            raise FormError(f"{opcode}: {op} moves bits, not numbers: .{mod} is not one of its "
+                            f"types (ptxas: \"Unexpected instruction types specified for "
+                            f"'{op}'\"); write .b16 (m8n8), .b8 (m16n16/m16n8) or "
+                            f".b8x16.b6x16_p32 / .b8x16.b4x16_p64 (packed)")
+        if mod in _OTHER_SPACES:
+            raise FormError(f"{opcode}: {op} reads and writes only the executing block's own "
+                            f"shared memory, so .{mod} is not allowed (ptxas: \"State space "
+                            f"incorrect for instruction '{op}'\"): write .shared or .shared::cta")
+        raise FormError(f"{opcode}: unknown qualifier .{mod} for {op}")
     count = {k: [m for m in mods if _KINDS[m] == k] for k in set(_KINDS.values())}
     for kind, what, theirs in (("aligned", ".aligned", ".aligned"), ("trans", ".trans", ".trans"),
                                ("shape", "shape", "matrix shape"),
@@ -540,6 +557,50 @@ def layout_record(f: MatrixForm) -> dict:
     }
 
 
+#: The accumulator (D, C) types the PTX ISA gives mma.sync for each family of A/B types, over
+#: all shapes: a pair outside these is refused by ptxas 13 whatever the shape ("Unexpected
+#: instruction types specified for 'mma'").
+MMA_ACCUMULATORS: dict[frozenset, frozenset] = {
+    frozenset({"f16"}): frozenset({"f16", "f32"}),
+    frozenset({"bf16"}): frozenset({"f32"}),
+    frozenset({"tf32"}): frozenset({"f32"}),
+    frozenset({"f64"}): frozenset({"f64"}),
+    frozenset({"s8", "u8"}): frozenset({"s32"}),
+    frozenset({"s4", "u4"}): frozenset({"s32"}),
+    frozenset({"b1"}): frozenset({"s32"}),
+    frozenset({"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"}): frozenset({"f32", "f16"}),
+}
+
+#: Every type name an mma.sync operand may carry.
+MMA_TYPES = frozenset().union(*MMA_ACCUMULATORS, *MMA_ACCUMULATORS.values())
+
+
+def mma_types(mods: list[str]) -> list[str]:
+    """The type modifiers of an mma opcode, in order (``.dtype.atype.btype.ctype``)."""
+    return [m for m in mods if m in MMA_TYPES]
+
+
+def check_mma_types(opcode: str, dtype: str, atype: str, btype: str, ctype: str) -> None:
+    """Raise :class:`FormError` where ptxas refuses the type combination of an mma.sync at compile
+    time: A and B from different families, or an accumulator the inputs do not have (f16 inputs
+    accumulate in .f16/.f32, never .f64). Combinations that exist but the model does not cover
+    are not refused here."""
+    family = next((f for f in MMA_ACCUMULATORS if atype in f), None)
+    if family is None or btype not in family:
+        raise FormError(f"{opcode}: A is .{atype} and B is .{btype}; mma takes A and B of one "
+                        f"family (ptxas: \"Unexpected instruction types specified for 'mma'\"): "
+                        f"write the same type for both")
+    allowed = MMA_ACCUMULATORS[family]
+    bad = [f".{t}" for t in (dtype, ctype) if t not in allowed]
+    if bad:
+        acc = " or ".join(f".{t}" for t in sorted(allowed))
+        raise FormError(f"{opcode}: with .{atype} inputs mma accumulates in {acc} only, not "
+                        f"{' / '.join(dict.fromkeys(bad))} (ptxas: \"Unexpected instruction "
+                        f"types specified for 'mma'\"): write {acc} for D and C"
+                        + (", or use the f64 shapes with .f64 inputs" if "f64" in (dtype, ctype)
+                           else ""))
+
+
 def parse_mma(text: str) -> layouts.MmaForm:
     """The mma variant of ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` (operands
     optional), or :class:`FormError` naming the variants the model covers."""
@@ -551,7 +612,9 @@ def parse_mma(text: str) -> layouts.MmaForm:
     if "sync" not in mods or "aligned" not in mods:
         raise FormError(f"{opcode}: mma needs .sync.aligned (write mma.sync.aligned....)")
     shapes = [x for x in mods if re.fullmatch(r"m\d+n\d+k\d+", x)]
-    types = [x for x in mods if x in layouts.TYPE_BITS]
+    types = mma_types(mods)
+    if len(types) == 4:
+        check_mma_types(opcode, *types)
     if len(shapes) != 1 or len(types) != 4 or "row" not in mods or "col" not in mods:
         covered = ", ".join(layouts.MmaForm(*v, a=None, b=None, c=None, d=None).ptx
                             for v in layouts.MMA_VARIANTS)
@@ -560,8 +623,8 @@ def parse_mma(text: str) -> layouts.MmaForm:
     dtype, atype, btype, ctype = types
     try:
         return layouts.mma_form(shapes[0], atype, btype, ctype, dtype)
-    except ValueError as exc:
-        raise FormError(f"{opcode}: {exc}") from None
+    except ValueError as exc:      # a real PTX variant the model does not cover
+        raise FormError(f"{opcode}: {str(exc).replace('covered:', 'the model covers')}") from None
 
 
 def mma_record(form: layouts.MmaForm) -> dict:

@@ -320,7 +320,8 @@ _TRAP_LIST = (
          "An article lists .f64, .f32 and .f16 as the D and C types of mma.m16n8k16 with f16 "
          "inputs.",
          "With .f16 inputs, m16n8k16 accumulates in .f16 or .f32 only; .f64 belongs to the f64 "
-         "shapes (m8n8k4 and others). ptxas refuses the mix; the CPU model stops at it.",
+         "shapes (m8n8k4 and others). ptxas refuses the mix at compile time, and so does the CPU "
+         "model, with the same reason.",
          "Unexpected instruction types specified for 'mma'",
          _MMA.replace("CODE", _MMA_BAD), _MMA.replace("CODE", _MMA_FIXED),
          _mma_inputs, _expected_mma),

@@ -169,10 +169,16 @@ def mma(ins, cx):
     if "sync" not in mods or "aligned" not in mods:
         raise cx.error(f"{ins.full_opcode}: mma needs .sync.aligned")
     shape = next((m for m in mods if m.startswith("m") and "n" in m and "k" in m), "")
-    types = [m for m in mods if m in layouts.TYPE_BITS]
+    types = matrix_forms.mma_types(mods)
     if len(types) != 4:
-        raise Unsupported(f"{ins.full_opcode}: expected .dtype.atype.btype.ctype")
+        raise cx.error(f"{ins.full_opcode}: mma needs four types, .dtype.atype.btype.ctype "
+                       f"(ptxas: \"Unexpected instruction types specified for 'mma'\"): write "
+                       f"e.g. mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
     dtype, atype, btype, ctype = types
+    try:    # what ptxas refuses is a compile error, not a gap in the model
+        matrix_forms.check_mma_types(ins.full_opcode, dtype, atype, btype, ctype)
+    except matrix_forms.FormError as exc:
+        raise cx.error(str(exc)) from None
     if "row" not in mods or "col" not in mods:
         raise Unsupported(f"{ins.full_opcode}: the course's mma forms are .row.col")
     if "satfinite" in mods:
