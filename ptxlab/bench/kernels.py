@@ -223,7 +223,12 @@ GEMM_SWEEP: dict[int, tuple[GemmConfig, ...]] = {
         GemmConfig(bm=128, bn=128, warps_n=2, stages=4, split_copies=True),
         GemmConfig(bm=256, bn=128, warps_m=4, warps_n=2, split_copies=True),
         GemmConfig(stages=4, split_copies=True, group_m=16, mma_order=1, l2_prefetch=128),
-        GEMM_BEST.replace(bm=64, bn=128, warps_n=2, stages=4, min_blocks=2, group_m=8)),
+        GEMM_BEST.replace(bm=64, bn=128, warps_n=2, stages=4, min_blocks=2, group_m=8)) + (
+        # B row-major beside CUTLASS's 128x256x64 s3 at the power limit (the second sweep): the
+        # column-major entry's choices, and the L2 hint alone, not only both together
+        GEMM_BEST_B_COL.replace(b_col=False),
+        GemmConfig(split_copies=True, group_m=16, mma_order=1),
+        GemmConfig(split_copies=True, group_m=16, l2_prefetch=128)),
     4096: _LARGE,
     8192: _LARGE,
 }
