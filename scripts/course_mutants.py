@@ -182,7 +182,7 @@ def markdown(data: dict) -> str:
     named = data.get("named", [])
     if named:
         lines += ["", "## What the checks say of named mistakes", "",
-                  "Realistic wrong kernels of every kernel exercise of notebooks 02-06 "
+                  "Realistic wrong kernels of every kernel exercise of the course "
                   "(`mutants.NAMED_MISTAKES`); the cause is the report's first advice line, "
                   "named from evidence (`ptxlab.teach.diagnosis`), or the report's own message "
                   f"for a compile error, a hang or a race. {sum(n['named'] for n in named)} of "
