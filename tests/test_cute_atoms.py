@@ -2,7 +2,9 @@
 
 The atoms' layouts in ``ptxlab.model.cute_atoms`` are transcriptions; this test re-reads them
 from the CuTe headers that ``nvidia-cutlass`` installs, evaluates them with pycute (CuTe's own
-Python layout algebra) and compares every (thread, value) with our layouts."""
+Python layout algebra) and compares every (thread, value) with our layouts. Each atom's
+instruction and (for SM100's ``LDSM_T``) its byte reorder after the instruction are re-read from
+the ``cute/arch/copy_sm*.hpp`` header that issues it."""
 from __future__ import annotations
 
 import ast
@@ -92,7 +94,39 @@ def test_mma_atom_transcribed_from_the_header(atom):
     assert (header["ALayout"], header["BLayout"], header["CLayout"]) == (atom.a, atom.b, atom.c)
 
 
+M8N8 = [a for a in cute_atoms.COPY_ATOMS if a.shape == "m8n8"]
+SM100 = [a for a in cute_atoms.COPY_ATOMS if a.name.startswith("SM100_")]
+
+
+def _arch_struct(atom) -> str:
+    text = (INCLUDE / atom.arch_header).read_text()
+    m = re.search(rf"struct {atom.name}\s*\{{(.*?)\n\}};", text, re.S)
+    assert m, f"{atom.name} not found in {atom.arch_header}"
+    return m.group(1)
+
+
+def _header_reorder(body: str) -> tuple[tuple[int, int], ...]:
+    """``uchar4 dst0_{tmp0_.x, tmp0_.y, tmp1_.x, tmp1_.y};`` ... as ((0, 0), (0, 1), (1, 0), ...)."""
+    out = []
+    for d in re.finditer(r"uchar4 dst(\d+)_\{([^}]*)\}", body):
+        assert int(d.group(1)) == len(out) // 4
+        for item in d.group(2).split(","):
+            tm = re.fullmatch(r"tmp(\d+)_\.([xyzw])", item.strip())
+            out.append((int(tm.group(1)), "xyzw".index(tm.group(2))))
+    return tuple(out)
+
+
 @pytest.mark.parametrize("atom", cute_atoms.COPY_ATOMS, ids=lambda a: a.name)
+def test_copy_atom_issues_the_instruction_in_the_header(atom):
+    from ptxlab.model import matrix_forms
+    body = _arch_struct(atom)
+    opcode = re.search(r'asm\s+volatile\s*\(\s*"\s*([\w.:]+)', body).group(1)
+    assert matrix_forms.parse_form(opcode).ptx == atom.instruction, (
+        f"{atom.name} issues {opcode}, the entry says {atom.instruction}")
+    assert _header_reorder(body) == atom.reorder
+
+
+@pytest.mark.parametrize("atom", M8N8, ids=lambda a: a.name)
 def test_copy_atom_agrees_with_our_layouts(atom):
     ours = cute_atoms.register_bits(atom.opcode, atom.num, atom.trans)
     theirs = _pycute_table(atom.register_side)
@@ -106,6 +140,47 @@ def test_copy_atom_agrees_with_our_layouts(atom):
         np.testing.assert_array_equal(_pycute_table(atom.shared_side), cute_atoms.shared_bits(atom.num))
     else:  # movmatrix: the same register bits on both sides
         assert atom.src == atom.dst
+
+
+@pytest.mark.parametrize("atom", SM100, ids=lambda a: a.name)
+def test_sm100_atom_agrees_with_our_byte_map(atom):
+    """Our byte map of the instruction the atom issues, its bytes reordered as the atom does and
+    its rows placed where the atom's shared side puts them, is the atom's register layout."""
+    from ptxlab.model import matrix_forms
+    form = atom.form
+    shared = _pycute_table(atom.shared_side)
+    assert shared.shape == (32, 128)
+    for lane in range(32):     # each lane's address names one 16-byte row, whole
+        np.testing.assert_array_equal(shared[lane], shared[lane, 0] + np.arange(128))
+    first = {}
+    for lane in range(32):     # a row named twice: the second lane's address is ignored
+        first.setdefault(int(shared[lane, 0]), lane)
+    roles = matrix_forms.address_lanes(form)
+    assert sorted(first.values()) == [ln for ln in range(32) if roles[ln, 0] >= 0], \
+        f"{atom.name}: the lanes whose addresses are used differ"
+    theirs = _pycute_table(atom.register_side)
+    ours = cute_atoms.atom_register_bits(atom, shared)
+    assert theirs.shape == ours.shape == (32, 32 * form.regs)
+    bad = np.argwhere(theirs != ours)
+    assert not len(bad), f"{atom.name} ({atom.instruction}): lane {bad[0][0]} value " \
+                         f"{bad[0][1]}: CuTe bit {theirs[tuple(bad[0])]}, ours {ours[tuple(bad[0])]}"
+    np.testing.assert_array_equal(cute_atoms.evaluate(atom.register_side), theirs)
+
+
+def test_every_sm100_ldsm_stsm_atom_is_named():
+    text = (INCLUDE / cute_atoms.COPY_SM100).read_text()
+    in_header = set(re.findall(r"struct Copy_Traits<(SM100_\w+_(?:LDSM|STSM)_\w+)>", text))
+    assert {a.name for a in SM100} == in_header
+    assert len({a.instruction for a in SM100}) == len(SM100)
+
+
+def test_an_sm100_atom_without_its_reorder_disagrees():
+    """The reorder matters: SM100_U8x8_LDSM_T read as if the instruction's bytes stayed put."""
+    import dataclasses
+    atom = cute_atoms.copy_atom("ldmatrix", 1, True, shape="m16n16", dtype="b8")
+    plain = dataclasses.replace(atom, reorder=())
+    assert not np.array_equal(cute_atoms.atom_register_bits(plain),
+                              _pycute_table(atom.register_side))
 
 
 @pytest.mark.parametrize("atom", cute_atoms.MMA_ATOMS, ids=lambda a: a.name)
@@ -124,7 +199,21 @@ def test_a_wrong_layout_is_caught():
 
 
 def test_lookup_and_caption():
+    from ptxlab.model import matrix_forms
     assert cute_atoms.copy_atom("stmatrix", 4, True).name == "SM90_U16x8_STSM_T"
+    for text, name in (
+            ("ldmatrix.sync.aligned.m16n16.x2.trans.shared::cta.b8", "SM100_U8x16_LDSM_T"),
+            ("ldmatrix.sync.aligned.m8n16.x2.shared.b8x16.b6x16_p32", "SM100_SU6_DU8x16_x2_LDSM_N"),
+            ("stmatrix.sync.aligned.m16n8.x1.trans.shared.b8", "SM100_U8x4_STSM_T"),
+            ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "SM75_U16x8_LDSM_T"),
+            ("movmatrix.sync.aligned.m8n8.trans.b16", "SM75_U32x1_MOVM_T")):
+        assert cute_atoms.copy_atom_for(matrix_forms.parse_form(text)).name == name
+    assert cute_atoms.copy_atom_for(matrix_forms.parse_form(
+        "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8x16.b4x16_p64")) is None
+    lines = cute_atoms.caption_lines(cute_atoms.copy_atom("ldmatrix", 2, True, shape="m16n16",
+                                                          dtype="b8"))
+    assert "ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8" in lines[0]
+    assert "r3 = {r2.b2, r2.b3, r3.b2, r3.b3}" in lines[-1]
     assert cute_atoms.copy_atom("ldmatrix", 2, False).name == "SM75_U32x2_LDSM_N"
     assert "SM80_16x8x16_F32F16F16F32_TN" in cute_atoms.caption(
         cute_atoms.mma_atom("m16n8k16", "f16", "f16", "f32", "f32"))

@@ -169,3 +169,28 @@ def test_ldsm_t_reorder_is_accounted_for():
     raw, _ = _map_from_cute(t["SrcLayout"], t["DstLayout"], form.regs, {})
     fixed, _ = _map_from_cute(t["SrcLayout"], t["DstLayout"], form.regs, shuffle)
     assert not np.array_equal(raw, fixed)
+
+
+def _table(lay: "pycute.Layout") -> np.ndarray:
+    threads = pycute.size(lay.shape[0]) if isinstance(lay.shape, tuple) else 1
+    return np.array([[lay(t, v) for v in range(pycute.size(lay) // threads)]
+                     for t in range(threads)])
+
+
+def test_named_sm100_atoms_are_the_headers():
+    """Every SM100 atom the course names (``cute_atoms.COPY_ATOMS``) is in the header with the
+    same layouts (compared as pycute tables), issues the instruction the entry says, and
+    reorders the bytes as the entry says; and every header atom is named."""
+    from ptxlab.model import cute_atoms
+    traits, atoms = _sources()
+    named = {a.name: a for a in cute_atoms.COPY_ATOMS if a.name.startswith("SM100_")}
+    assert set(named) == set(traits)
+    for name, atom in named.items():
+        ptx, shuffle = atoms[name]
+        assert matrix_forms.parse_form(ptx).ptx == atom.instruction, name
+        assert dict(zip(((d, k) for d in range(atom.form.regs) for k in range(4)),
+                        atom.reorder)) == shuffle, name
+        for side, text in (("SrcLayout", atom.src), ("DstLayout", atom.dst)):
+            shape, stride = (ast.literal_eval(part.replace(")", ",)")) for part in text.split(":"))
+            np.testing.assert_array_equal(_table(pycute.Layout(shape, stride)),
+                                          _table(traits[name][side]), err_msg=f"{name} {side}")

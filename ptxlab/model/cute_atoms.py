@@ -13,8 +13,17 @@ How our maps read in CuTe's reference space (``reference_bit``): for the ldmatri
 atoms the reference array is the matrices in shared memory, rows of 128 bits one after another,
 matrix after matrix: bit ``1024*matrix + 128*row + 8*byte + bit``. A register-side value of a
 ``U32`` atom is one bit of a lane's 32-bit register (``value = bit + 32*reg``), of a ``U16`` atom
-one bit of a 16-bit half (``value = bit + 16*(half + 2*reg)``); a shared-side value is one bit
-of the 128-bit row a lane's address names.
+one bit of a 16-bit half (``value = bit + 16*(half + 2*reg)``), of a ``U8`` atom one bit of a
+byte (``value = bit + 8*(byte + 4*reg)``): the same number each time; a shared-side value is one
+bit of the 128-bit row a lane's address names.
+
+The SM100 atoms (``copy_traits_sm100.hpp``) issue the sm_100a-class 8-bit and packed forms of
+:mod:`ptxlab.model.matrix_forms`. Their reference array orders the rows as the atom's shared
+side says (``SM100_U8x8_LDSM_T`` puts the row of lane 2 at bit 1024, not 256), so
+:func:`atom_register_bits` places each row where the atom's shared side puts the row of the lane
+that names it. CuTe's two ``LDSM_T`` atoms also reorder the bytes after the instruction
+(``CopyAtom.reorder``), so that their register layout is ``STSM_T``'s; CuTe offers no atom for
+the m16n16 packed forms.
 """
 from __future__ import annotations
 
@@ -23,11 +32,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import layouts
+from . import layouts, matrix_forms
 from .cute_layout import Layout, parse_layout
 
 COPY_SM75 = "cute/atom/copy_traits_sm75.hpp"
 COPY_SM90 = "cute/atom/copy_traits_sm90.hpp"
+COPY_SM100 = "cute/atom/copy_traits_sm100.hpp"
 MMA_SM80 = "cute/atom/mma_traits_sm80.hpp"
 
 _LDSM_N_SRC = {1: "((8,4),128):((128,0),1)", 2: "((16,2),128):((128,0),1)", 4: "(32,128):(128,1)"}
@@ -48,14 +58,28 @@ class CopyAtom:
     trans: bool
     src: str             # SrcLayout, (thread, value) -> reference bit
     dst: str             # DstLayout
-    value_bits: int      # bits of one register-side value unit (32 for U32, 16 for U16 atoms)
+    value_bits: int      # bits of one register-side value unit (32 U32, 16 U16, 8 U8 atoms)
+    shape: str = "m8n8"
+    dtype: str = "b16"   # or "b8", or the packed source "b6x16_p32" / "b4x16_p64"
+    #: CuTe's byte shuffle after the instruction: byte ``k`` of the atom's register ``d`` is byte
+    #: ``reorder[4*d + k] = (reg, byte)`` of the instruction's registers; empty: none.
+    reorder: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def form(self) -> matrix_forms.MatrixForm:
+        """The instruction the atom issues, as our model's form."""
+        space = "generic" if self.opcode == "movmatrix" else "shared"
+        return matrix_forms.MatrixForm(self.opcode, self.shape, self.num, self.trans,
+                                       self.dtype, space)
 
     @property
     def instruction(self) -> str:
-        if self.opcode == "movmatrix":
-            return "movmatrix.sync.aligned.m8n8.trans.b16"
-        return (f"{self.opcode}.sync.aligned.m8n8.x{self.num}{'.trans' if self.trans else ''}"
-                f".shared.b16")
+        return self.form.ptx
+
+    @property
+    def arch_header(self) -> str:
+        """The header whose ``asm`` issues the instruction (``cute/arch/copy_sm*.hpp``)."""
+        return self.header.replace("atom/copy_traits_", "arch/copy_")
 
     @property
     def register_side(self) -> str:
@@ -95,7 +119,47 @@ def _copy_atoms() -> tuple[CopyAtom, ...]:
     # the transposition is the instruction's effect, not a layout change.
     atoms.append(CopyAtom("SM75_U32x1_MOVM_T", COPY_SM75, "movmatrix", 1, True,
                           "(32,32):(32,1)", "(32,32):(32,1)", 32))
+    atoms += _sm100_atoms()
     return tuple(atoms)
+
+
+# SM100: ldmatrix.m16n16.{x1,x2}.trans.b8 (U8x8, U8x16 _LDSM_T, bytes reordered after the
+# instruction), the packed loads ldmatrix.m8n16.x{1,2,4}.b8x16.{b4x16_p64,b6x16_p32}
+# (SU4/SU6 source, DU8x16 destination: the m8n8 _LDSM_N layouts) and
+# stmatrix.m16n8.x{1,2,4}.trans.b8 (U8x4, U8x8, U8x16 _STSM_T).
+_U8_T = {1: "((4,8),(8,2,2)):((256,8),(1,128,64))",
+         2: "((4,8),(8,2,2,2)):((256,8),(1,128,64,1024))",
+         4: "((4,8),(8,2,2,4)):((256,8),(1,128,64,1024))"}
+_M16N16_SRC = {1: "((2,2,4,2),128):((128,1024,256,0),1)",
+               2: "((2,2,4,2),128):((128,1024,256,2048),1)"}
+
+
+def _ldsm_t_reorder(regs: int) -> tuple[tuple[int, int], ...]:
+    """``dst0 = {tmp0.x, tmp0.y, tmp1.x, tmp1.y}``, ``dst1 = {tmp0.z, tmp0.w, tmp1.z, tmp1.w}``
+    for each pair of registers."""
+    out = []
+    for d in range(regs):
+        pair, half = 2 * (d // 2), d % 2
+        out += [(pair, 2 * half), (pair, 2 * half + 1), (pair + 1, 2 * half),
+                (pair + 1, 2 * half + 1)]
+    return tuple(out)
+
+
+def _sm100_atoms() -> list[CopyAtom]:
+    atoms = []
+    for num, name in ((1, "U8x8"), (2, "U8x16")):
+        atoms.append(CopyAtom(f"SM100_{name}_LDSM_T", COPY_SM100, "ldmatrix", num, True,
+                              _M16N16_SRC[num], _U8_T[2 * num], 8, shape="m16n16", dtype="b8",
+                              reorder=_ldsm_t_reorder(2 * num)))
+    for bits, dtype in ((4, "b4x16_p64"), (6, "b6x16_p32")):
+        for num in (1, 2, 4):
+            atoms.append(CopyAtom(f"SM100_SU{bits}_DU8x16_x{num}_LDSM_N", COPY_SM100, "ldmatrix",
+                                  num, False, _LDSM_N_SRC[num], _LDSM_N_DST[num], 8,
+                                  shape="m8n16", dtype=dtype))
+    for num, name in ((1, "U8x4"), (2, "U8x8"), (4, "U8x16")):
+        atoms.append(CopyAtom(f"SM100_{name}_STSM_T", COPY_SM100, "stmatrix", num, True,
+                              _U8_T[num], _LDSM_N_SRC[num], 8, shape="m16n8", dtype="b8"))
+    return atoms
 
 
 COPY_ATOMS: tuple[CopyAtom, ...] = _copy_atoms()
@@ -122,12 +186,21 @@ MMA_ATOMS: tuple[MmaAtom, ...] = (
 )
 
 
-def copy_atom(opcode: str, num: int = 1, trans: bool = False) -> CopyAtom | None:
-    """The CuTe atom that is ``opcode.m8n8.x{num}{.trans}.b16`` (``None`` if CuTe has none)."""
+def copy_atom(opcode: str, num: int = 1, trans: bool = False, *, shape: str = "m8n8",
+              dtype: str = "b16") -> CopyAtom | None:
+    """The CuTe atom that is ``opcode.{shape}.x{num}{.trans}.{dtype}`` (``None`` if CuTe has
+    none, as for the m16n16 packed loads)."""
     for atom in COPY_ATOMS:
-        if (atom.opcode, atom.num, atom.trans) == (opcode, num, trans):
+        if (atom.opcode, atom.num, atom.trans, atom.shape, atom.dtype) == (
+                opcode, num, trans, shape, dtype):
             return atom
     return None
+
+
+def copy_atom_for(form: matrix_forms.MatrixForm) -> CopyAtom | None:
+    """The CuTe atom that issues ``form`` (any space), or ``None``."""
+    num = 1 if form.op == "movmatrix" else form.num
+    return copy_atom(form.op, num, form.trans, shape=form.shape, dtype=form.dtype)
 
 
 def mma_atom(shape: str, atype: str, btype: str, ctype: str, dtype: str) -> MmaAtom | None:
@@ -142,6 +215,21 @@ def caption(atom: CopyAtom | MmaAtom) -> str:
     if isinstance(atom, MmaAtom):
         return f"CuTe {atom.name}: A {atom.a}, B {atom.b}, C {atom.c}"
     return f"CuTe {atom.name}: (thread, value) -> bit {atom.register_side}"
+
+
+def caption_lines(atom: CopyAtom) -> list[str]:
+    """A copy atom beside one of our maps: its name, the instruction it issues, its register
+    and shared-memory layouts and the byte reorder it applies after the instruction."""
+    lines = [f"CuTe {atom.name} issues {atom.instruction}",
+             f"  registers (thread, value) -> bit {atom.register_side}"]
+    if atom.shared_side is not None:
+        lines.append(f"  shared rows (thread, value) -> bit {atom.shared_side}")
+    if atom.reorder:
+        regs = len(atom.reorder) // 4
+        lines.append("  then reorders bytes: " + ", ".join(
+            f"r{d} = {{{', '.join(f'r{r}.b{b}' for r, b in atom.reorder[4 * d:4 * d + 4])}}}"
+            for d in range(regs)))
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +262,32 @@ def shared_bits(num: int) -> np.ndarray:
     for lane in range(layouts.WARP_SIZE):
         m, r = layouts.address_role(lane % (8 * num), num)
         out[lane] = 1024 * m + 128 * r + np.arange(128)
+    return out
+
+
+def atom_register_bits(atom: CopyAtom, shared: np.ndarray | None = None) -> np.ndarray:
+    """``(32, 32*regs)``: our model's map of the instruction ``atom`` issues, in the atom's
+    reference space: the reference bit that bit ``i`` of byte ``k`` of the atom's register ``d``
+    of each lane holds (``value = i + 8*k + 32*d``).
+
+    Our byte map says which (matrix, row, byte) the instruction puts in (lane, reg, byte); the
+    atom's ``reorder`` says which instruction byte its register byte is; the atom's shared side
+    (``shared``, ``(32, 128)``; evaluated from ``atom.shared_side`` if not given) says where in
+    the reference the row named by each lane's address lies. For a load and a store alike.
+    """
+    f = atom.form
+    if atom.shared_side is None:
+        raise ValueError(f"{atom.name} has no shared-memory side")
+    shared = evaluate(atom.shared_side) if shared is None else shared
+    bmap, roles = matrix_forms.byte_map(f), matrix_forms.address_lanes(f)
+    start = {(int(m), int(r)): int(shared[lane, 0]) for lane, (m, r) in enumerate(roles) if m >= 0}
+    out = np.zeros((layouts.WARP_SIZE, 32 * f.regs), dtype=np.int64)
+    for lane in range(layouts.WARP_SIZE):
+        for d in range(f.regs):
+            for k in range(4):
+                reg, byte = atom.reorder[4 * d + k] if atom.reorder else (d, k)
+                m, r, c = (int(x) for x in bmap[lane, reg, byte])
+                out[lane, 32 * d + 8 * k:32 * d + 8 * k + 8] = start[(m, r)] + 8 * c + np.arange(8)
     return out
 
 
