@@ -236,3 +236,28 @@ def test_row_flow_picks_out_one_row():
     assert "it lands in lanes 0, 4, 8, 12, 16, 20, 24, 28" in render.row_flow_svg(1, True, row=0)
     with pytest.raises(ValueError):
         render.row_flow_svg(1, row=8)
+
+
+def test_fragment_map_names_the_cute_atom_of_a_form():
+    """Under a map of an sm_100a-class form: CuTe's atom, the instruction it issues, its
+    layouts and its byte reorder; a line saying so where CuTe has none."""
+    from ptxlab.model import cute_atoms, matrix_forms
+    for text, name in (("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8", "SM100_U8x8_LDSM_T"),
+                       ("ldmatrix.sync.aligned.m8n16.x1.shared.b8x16.b4x16_p64",
+                        "SM100_SU4_DU8x16_x1_LDSM_N"),
+                       ("ldmatrix.sync.aligned.m8n16.x4.shared.b8x16.b6x16_p32",
+                        "SM100_SU6_DU8x16_x4_LDSM_N"),
+                       ("stmatrix.sync.aligned.m16n8.x1.trans.shared.b8", "SM100_U8x4_STSM_T"),
+                       ("ldmatrix.sync.aligned.m8n8.x4.shared.b16", "SM75_U32x4_LDSM_N")):
+        form = matrix_forms.parse_form(text)
+        atom = cute_atoms.copy_atom_for(form)
+        html = render.fragment_map_html(form.fragment, form=form)
+        assert html.startswith(render.fragment_map_html(form.fragment))
+        for part in (name, form.ptx, atom.register_side, atom.shared_side):
+            assert render.escape(part) in html, (text, part)
+        assert ("then reorders bytes" in html) == bool(atom.reorder)
+    assert "then reorders bytes: r0 = {r0.b0, r0.b1, r1.b0, r1.b1}" in render.fragment_map_html(
+        matrix_forms.form(shape="m16n16", num=1, trans=True, dtype="b8").fragment,
+        form=matrix_forms.form(shape="m16n16", num=1, trans=True, dtype="b8"))
+    packed = matrix_forms.parse_form("ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8x16.b6x16_p32")
+    assert "CuTe has no copy atom for " + packed.ptx in render.cute_atom_html(packed)

@@ -64,32 +64,47 @@ for name, regs in (("m8n8.x2.trans.b16 ", as_b16), ("m16n16.x1.trans.b8", as_b8)
 # byte of a shared-memory matrix (rows are the rows named by the lanes' addresses); its colour
 # and label say which lane, register and byte receives (or stores) it.
 #
+# Under each picture is the CuTe copy atom that issues the same instruction, with its layouts in
+# CuTe's `shape:stride` notation: *registers* maps (lane, bit of the lane's registers) to a bit
+# of a reference array, *shared rows* maps (the lane whose address names a row, bit of that
+# 16-byte row) to the same array. Bit `8k + i` of register `r` is value `32r + 8k + i`. The
+# project's tests evaluate both with pycute and check, lane by lane and byte by byte, that the
+# atom moves what the picture says.
+#
 # **`ldmatrix.m16n16.x1.trans.b8`**: 16 rows, named by lanes 0-15; two registers per lane.
 # Lane `t` receives rows `4(t % 4) .. 4(t % 4) + 3` of column `t // 4` (register 0) and of
-# column `t // 4 + 8` (register 1).
+# column `t // 4 + 8` (register 1). CuTe's atom, `SM100_U8x8_LDSM_T` (8 bytes per lane),
+# **reorders the bytes after the instruction** so that its registers look like those of
+# `SM100_U8x8_STSM_T` (`stmatrix.m16n8.x2.trans.b8`): its layout is the picture's with that
+# reorder applied.
 
 # %%
 m16n16 = matrix_forms.parse_form("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8")
-render.side_by_side(render.fragment_map_html(m16n16.fragment),
+render.side_by_side(render.fragment_map_html(m16n16.fragment, form=m16n16),
                     render.lane_registers_html(m16n16.fragment, 5))
 
 # %% [markdown]
 # **`ldmatrix.m8n16.x1 ... .b8x16.b4x16_p64`** (and `b6x16_p32`): 8 rows of 16 packed elements;
 # lane `t` receives elements `4(t % 4) .. 4(t % 4) + 3` of row `t // 4`, one per byte. There
-# is no `.trans` form.
+# is no `.trans` form. CuTe calls the packed loads after their source and destination:
+# `SM100_SU4_DU8x16_x1_LDSM_N` (4-bit source, 16 bytes out per row) is this one,
+# `SM100_SU6_DU8x16_x1_LDSM_N` the `b6x16_p32` form, with `_x2` and `_x4` for `.x2` and `.x4`.
+# Their register layouts are those of `SM75_U32x{1,2,4}_LDSM_N` (notebook 10): a packed row,
+# once unpacked, arrives like a 16-byte row of a 16-bit load.
 
 # %%
 m8n16 = matrix_forms.parse_form("ldmatrix.sync.aligned.m8n16.x1.shared.b8x16.b4x16_p64")
-render.fragment_map_html(m8n16.fragment)
+render.fragment_map_html(m8n16.fragment, form=m8n16)
 
 # %% [markdown]
 # **`stmatrix.m16n8.x1.trans.b8`**: each register holds a 16x8 byte matrix in the layout of an
 # `mma` accumulator (lane `t` byte `b` is element `(t // 4 + 8(b // 2), 2(t % 4) + b % 2)`); the
-# store writes it **transposed**, 8 rows of 16 bytes. The picture shows the rows as stored.
+# store writes it **transposed**, 8 rows of 16 bytes. The picture shows the rows as stored;
+# CuTe's atom is `SM100_U8x4_STSM_T` (4 bytes per lane).
 
 # %%
 m16n8 = matrix_forms.parse_form("stmatrix.sync.aligned.m16n8.x1.trans.shared.b8")
-render.fragment_map_html(m16n8.fragment)
+render.fragment_map_html(m16n8.fragment, form=m16n8)
 
 # %% [markdown]
 # The same maps as text, the way `ptxlab layout` prints them (shared-memory side first):
@@ -306,12 +321,26 @@ ex.gates.grade(gates_answer)
 # ## CuTe's names for them
 #
 # CuTe (CUTLASS 3 and later) wraps these forms in copy atoms named after what a lane moves:
-# `SM100_U8x8_LDSM_T` is `ldmatrix.m16n16.x1.trans.b8` (8 bytes per lane), `SM100_U8x16_LDSM_T`
-# the `.x2`, and `SM100_U8x4_STSM_T`, `SM100_U8x8_STSM_T`, `SM100_U8x16_STSM_T` are
-# `stmatrix.m16n8.trans.b8` `.x1`, `.x2`, `.x4`. Their layouts are checked against this model in
-# the project's tests (CuTe's load atoms also reorder the bytes after the instruction, which the
-# test undoes). Notebook 10 puts CuTe's layouts beside ours for the 16-bit forms.
 #
+# | instruction (`.x1`, `.x2`, `.x4`) | CuTe atoms |
+# | --- | --- |
+# | `ldmatrix.m16n16.trans.b8` | `SM100_U8x8_LDSM_T`, `SM100_U8x16_LDSM_T` (no `.x4`) |
+# | `ldmatrix.m8n16 ... .b8x16.b4x16_p64` | `SM100_SU4_DU8x16_x{1,2,4}_LDSM_N` |
+# | `ldmatrix.m8n16 ... .b8x16.b6x16_p32` | `SM100_SU6_DU8x16_x{1,2,4}_LDSM_N` |
+# | `ldmatrix.m16n16.trans ... .b8x16.{b6x16_p32,b4x16_p64}` | none |
+# | `stmatrix.m16n8.trans.b8` | `SM100_U8x4_STSM_T`, `SM100_U8x8_STSM_T`, `SM100_U8x16_STSM_T` |
+#
+# The two `LDSM_T` atoms reorder the bytes after the instruction.
+#
+# `render.cute_atom_html(form)` shows any of them with its layouts, as under the maps above; the
+# project's tests check every pair against this model with pycute. Notebook 10 does the same for
+# the 16-bit forms.
+
+# %%
+render.cute_atom_html(matrix_forms.parse_form(
+    "ldmatrix.sync.aligned.m8n16.x4.shared.b8x16.b6x16_p32"))
+
+# %% [markdown]
 # ## What to remember
 #
 # * 8-bit matrices are 16x16 (`ldmatrix.m16n16 .trans .b8`, two registers per matrix, 16

@@ -13,11 +13,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..model import layouts
+from ..model import cute_atoms, layouts, matrix_forms
 from ..run.ptx.errors import number_runs
 
 __all__ = [
-    "Html", "lane_color", "matrix_html", "fragment_map_html", "lane_registers_html",
+    "Html", "lane_color", "matrix_html", "fragment_map_html", "cute_atom_html",
+    "lane_registers_html",
     "address_table_html", "registers_html", "smem_rows_html", "bank_table_html", "side_by_side",
     "legend_html", "escape", "row_flow_svg", "fit", "table_px", "FIT_PX", "movmatrix_svg",
     "mma_fragments_svg", "register_blocks_html", "register_prefix", "collapsible", "text_px",
@@ -203,9 +204,12 @@ def _layout_grids(layout: layouts.FragmentLayout, label: str) -> tuple[np.ndarra
 def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | None = None,
                       wrong: np.ndarray | None = None, label: str = "lane+reg",
                       titles: Sequence[str] | None = None, row_label: str = "row",
-                      col_label: str = "col") -> Html:
+                      col_label: str = "col",
+                      form: matrix_forms.MatrixForm | None = None) -> Html:
     """Who holds which element: every matrix of ``layout``, each cell naming its lane (and
-    register.element), coloured by lane. ``wrong``: bool ``(matrices, rows, cols)``."""
+    register.element), coloured by lane. ``wrong``: bool ``(matrices, rows, cols)``. ``form``:
+    the instruction whose map this is; CuTe's atom for it is named under the picture
+    (:func:`cute_atom_html`)."""
     if label != "lane" and table_px(layout.cols, 7) > FIT_PX:
         label = "lane"           # too wide with "T5:0.1" in every cell: the lane, the rest on hover
     lanes, text = _layout_grids(layout, "lane" if label == "lane" else "full")
@@ -226,7 +230,21 @@ def fragment_map_html(layout: layouts.FragmentLayout, *, selected_lane: int | No
                          layout.cols, max(len(str(t)) for t in text[m].flat), budget=budget))
     if blocks:
         parts.append(register_blocks_html(layout, row_label=row_label, col_label=col_label))
+    if form is not None:
+        return Html(side_by_side(*parts) + cute_atom_html(form))
     return side_by_side(*parts)
+
+
+def cute_atom_html(form: matrix_forms.MatrixForm) -> Html:
+    """The CuTe copy atom that issues ``form``, under a map of ours: its name, the instruction,
+    its register and shared-memory layouts and any byte reorder after the instruction (from
+    :mod:`ptxlab.model.cute_atoms`, whose pairs a test checks with pycute); or a line saying
+    CuTe has none."""
+    atom = cute_atoms.copy_atom_for(form)
+    lines = (cute_atoms.caption_lines(atom) if atom is not None
+             else [f"CuTe has no copy atom for {form.ptx}"])
+    return Html('<div style="font-size:12px;font-family:monospace;margin:2px 0;'
+                'white-space:pre-wrap">' + "<br>".join(escape(x) for x in lines) + "</div>")
 
 
 #: Rows and columns of the blocks a fragment is made of (one 8x8 matrix of ldmatrix each).
