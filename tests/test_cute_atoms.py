@@ -81,7 +81,7 @@ def _parse_pair(text: str):
     return tuple(ast.literal_eval(part.replace(")", ",)")) for part in text.split(":"))
 
 
-@pytest.mark.parametrize("atom", cute_atoms.COPY_ATOMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("atom", cute_atoms.ALL_COPY_ATOMS, ids=lambda a: a.name)
 def test_copy_atom_transcribed_from_the_header(atom):
     header = _header_layouts(atom.name, atom.header)
     assert header["SrcLayout"] == atom.src
@@ -94,8 +94,8 @@ def test_mma_atom_transcribed_from_the_header(atom):
     assert (header["ALayout"], header["BLayout"], header["CLayout"]) == (atom.a, atom.b, atom.c)
 
 
-M8N8 = [a for a in cute_atoms.COPY_ATOMS if a.shape == "m8n8"]
-SM100 = [a for a in cute_atoms.COPY_ATOMS if a.name.startswith("SM100_")]
+M8N8 = cute_atoms.COPY_ATOMS
+SM100 = cute_atoms.SM100_COPY_ATOMS
 
 
 def _arch_struct(atom) -> str:
@@ -116,7 +116,7 @@ def _header_reorder(body: str) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-@pytest.mark.parametrize("atom", cute_atoms.COPY_ATOMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("atom", cute_atoms.ALL_COPY_ATOMS, ids=lambda a: a.name)
 def test_copy_atom_issues_the_instruction_in_the_header(atom):
     from ptxlab.model import matrix_forms
     body = _arch_struct(atom)
@@ -171,6 +171,8 @@ def test_every_sm100_ldsm_stsm_atom_is_named():
     text = (INCLUDE / cute_atoms.COPY_SM100).read_text()
     in_header = set(re.findall(r"struct Copy_Traits<(SM100_\w+_(?:LDSM|STSM)_\w+)>", text))
     assert {a.name for a in SM100} == in_header
+    assert all(a.shape == "m8n8" and a.dtype == "b16" for a in M8N8)
+    assert cute_atoms.ALL_COPY_ATOMS == M8N8 + SM100
     assert len({a.instruction for a in SM100}) == len(SM100)
 
 

@@ -178,12 +178,12 @@ def _table(lay: "pycute.Layout") -> np.ndarray:
 
 
 def test_named_sm100_atoms_are_the_headers():
-    """Every SM100 atom the course names (``cute_atoms.COPY_ATOMS``) is in the header with the
+    """Every SM100 atom the course names (``cute_atoms.SM100_COPY_ATOMS``) is in the header with the
     same layouts (compared as pycute tables), issues the instruction the entry says, and
     reorders the bytes as the entry says; and every header atom is named."""
     from ptxlab.model import cute_atoms
     traits, atoms = _sources()
-    named = {a.name: a for a in cute_atoms.COPY_ATOMS if a.name.startswith("SM100_")}
+    named = {a.name: a for a in cute_atoms.SM100_COPY_ATOMS}
     assert set(named) == set(traits)
     for name, atom in named.items():
         ptx, shuffle = atoms[name]

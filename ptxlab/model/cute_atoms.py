@@ -119,7 +119,6 @@ def _copy_atoms() -> tuple[CopyAtom, ...]:
     # the transposition is the instruction's effect, not a layout change.
     atoms.append(CopyAtom("SM75_U32x1_MOVM_T", COPY_SM75, "movmatrix", 1, True,
                           "(32,32):(32,1)", "(32,32):(32,1)", 32))
-    atoms += _sm100_atoms()
     return tuple(atoms)
 
 
@@ -145,7 +144,7 @@ def _ldsm_t_reorder(regs: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def _sm100_atoms() -> list[CopyAtom]:
+def _sm100_atoms() -> tuple[CopyAtom, ...]:
     atoms = []
     for num, name in ((1, "U8x8"), (2, "U8x16")):
         atoms.append(CopyAtom(f"SM100_{name}_LDSM_T", COPY_SM100, "ldmatrix", num, True,
@@ -159,9 +158,11 @@ def _sm100_atoms() -> list[CopyAtom]:
     for num, name in ((1, "U8x4"), (2, "U8x8"), (4, "U8x16")):
         atoms.append(CopyAtom(f"SM100_{name}_STSM_T", COPY_SM100, "stmatrix", num, True,
                               _U8_T[num], _LDSM_N_SRC[num], 8, shape="m16n8", dtype="b8"))
-    return atoms
+    return tuple(atoms)
 
 
+#: The atoms of the m8n8 .b16 forms and movmatrix (reference bit ``1024*matrix + 128*row + bit``,
+#: compared with :func:`register_bits`).
 COPY_ATOMS: tuple[CopyAtom, ...] = _copy_atoms()
 
 _SM80_16x8_ROW = "((4,8),(2,2)):((32,1),(16,8))"      # CuTe's SM80_16x8_Row, every C here
@@ -186,11 +187,19 @@ MMA_ATOMS: tuple[MmaAtom, ...] = (
 )
 
 
+#: The atoms of the sm_100a-class 8-bit and packed forms (compared with
+#: :func:`atom_register_bits`, their rows placed where each atom's shared side puts them).
+SM100_COPY_ATOMS: tuple[CopyAtom, ...] = _sm100_atoms()
+
+#: Every copy atom the course names.
+ALL_COPY_ATOMS: tuple[CopyAtom, ...] = COPY_ATOMS + SM100_COPY_ATOMS
+
+
 def copy_atom(opcode: str, num: int = 1, trans: bool = False, *, shape: str = "m8n8",
               dtype: str = "b16") -> CopyAtom | None:
     """The CuTe atom that is ``opcode.{shape}.x{num}{.trans}.{dtype}`` (``None`` if CuTe has
     none, as for the m16n16 packed loads)."""
-    for atom in COPY_ATOMS:
+    for atom in ALL_COPY_ATOMS:
         if (atom.opcode, atom.num, atom.trans, atom.shape, atom.dtype) == (
                 opcode, num, trans, shape, dtype):
             return atom
