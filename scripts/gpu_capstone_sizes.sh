@@ -14,7 +14,7 @@
 #   bash scripts/gpu_capstone_sizes.sh bench OUT_DIR
 #       the whole `ptxlab bench` (the report committed under reports/capstone/), with the
 #       configurations GEMM_BY_SIZE and TRANSPOSE_BY_SIZE name. Writes OUT_DIR/capstone/ and
-#       OUT_DIR/bench.log.
+#       OUT_DIR/bench.log. ROUNDS=N sets the interleaved rounds per size (default 5).
 #
 # CUTLASS's headers come from an nvidia-cutlass wheel in .whl/ where nothing else provides them.
 set -uo pipefail
@@ -54,7 +54,7 @@ case "$MODE" in
   bench)
     {
       header
-      "$PY" -m ptxlab.cli bench --out "$OUT_DIR/capstone" --notes "ptxlab bench run whole on \
+      "$PY" -m ptxlab.cli bench --out "$OUT_DIR/capstone" --rounds "${ROUNDS:-5}" --notes "ptxlab bench run whole on \
 the H100: ours per size (GEMM_BY_SIZE: B row- and column-major, f16 and f32 out), CUTLASS's SM80 \
 mma.sync GEMM (sweep, then its fastest per size and B layout), cuBLAS, the ceilings, the \
 transpose per size (TRANSPOSE_BY_SIZE) beside the copy, the course's exercise-3 k-loop as a \
