@@ -151,7 +151,7 @@ def test_the_benchmark_picks_the_configuration_of_the_problem_size():
 
 def test_the_per_size_tables_are_the_committed_sweeps_fastest():
     """GEMM_BY_SIZE and TRANSPOSE_BY_SIZE hold what the committed sweeps measured fastest (the
-    later ones, large/ and s3_2048/, for the sizes they measured)."""
+    later ones, large/, s3_2048/ and s4_4096/, for the sizes and B layouts they measured)."""
     import json
     from pathlib import Path
 
@@ -159,8 +159,10 @@ def test_the_per_size_tables_are_the_committed_sweeps_fastest():
     folder = Path(__file__).parents[1] / "reports/capstone/sweep_2026-11-26"
     sweep = json.loads((folder / "tune.json").read_text())
     picks = tune.fastest_by_size(sweep)
-    for later in ("large", "s3_2048"):
-        picks.update(tune.fastest_by_size(json.loads((folder / later / "tune.json").read_text())))
+    for later in ("large", "s3_2048", "s4_4096"):
+        sweep_picks = tune.fastest_by_size(json.loads((folder / later / "tune.json").read_text()))
+        for size, by_layout in sweep_picks.items():
+            picks.setdefault(size, {}).update(by_layout)
     assert sorted(picks) == sorted(kernels.GEMM_BY_SIZE)
     for size, by_layout in kernels.GEMM_BY_SIZE.items():
         for b_col, cfg in by_layout.items():
