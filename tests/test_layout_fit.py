@@ -10,7 +10,7 @@ import pytest
 from ptxlab.cli import main as cli_main
 from ptxlab.model import emulator
 from ptxlab.model.cute_layout import LayoutSyntaxError, parse_layout
-from ptxlab.model.layout_fit import fit_copy
+from ptxlab.model.layout_fit import DTYPE_BITS, fit_copy
 
 # (thread, value) -> tile element of the m8n8 fragment in an 8 x 8*num tile (CuTe's column-major
 # element index m + 8*n): lane t holds row t//4, columns 2*(t%4)+{0,1} of each 8x8 block.
@@ -25,11 +25,13 @@ def _run(fit, reg: str, smem: str, seed: int = 0) -> None:
     tile elements the two layouts name."""
     reg_l, smem_l = parse_layout(reg), parse_layout(smem)
     rng = np.random.default_rng(seed)
-    slot = fit.form.slot_bytes
-    elem = {2: "<u2", 1: np.uint8}[slot]
+    # bytes of one element: the form's slot, or the element's own width when a .b16 form moves
+    # 8- or 32-bit elements as 16-bit units
+    slot = DTYPE_BITS[fit.dtype] // 8 if fit.as_units else fit.form.slot_bytes
+    elem = {4: "<u4", 2: "<u2", 1: np.uint8}[slot]
     span = -(-(int(smem_l.offsets().max()) + 1) // 16) * 16      # whole 16-slot rows
-    top = 2 ** min(8 * slot, fit.form.elem_bits)      # packed 6/4-bit values fit their bits
-    values = rng.integers(0, top, size=span).astype(elem)
+    top = 2 ** min(8 * slot, DTYPE_BITS[fit.dtype])   # packed 6/4-bit values fit their bits
+    values = rng.integers(0, top, size=span, dtype=np.int64).astype(elem)
     lanes = np.arange(32)[:, None]
     vals = np.arange(reg_l.mode(1).size)[None, :]
     offsets = np.asarray(smem_l(reg_l(lanes + 32 * vals)))        # (32, V) element offsets
@@ -108,12 +110,140 @@ def test_blackwell_forms_fit_and_run(reg, smem, dtype, direction, instruction):
     assert on_hopper.reason == "target" and "sm_100a" in on_hopper.message
 
 
-def test_8bit_without_trans_declines():
-    """A byte tile read row by row (the fragment of m8n8 with bytes) has no form: 8-bit
-    ldmatrix exists only transposed (m16n16 .trans) and m8n16 only for packed sources."""
-    reg = "((4,8),(4,2)):((64,1),(8,256))"       # lane t: row t//4, bytes 4*(t%4)..+3
-    fit = fit_copy(reg, "(16,16):(16,1)", "u8")
-    assert not fit.fits and fit.reason in ("register", "contiguous"), fit.message
+# 8- and 32-bit elements moved as 16-bit units by the .b16 forms (tile index m + M*n).
+# m16n8k32 s8/e4m3 A fragment: lane t holds row t//4 (+8 for values 4-7), k = 4*(t%4) + v%4 (+16
+# for values 8-15): its first two registers (k < 16), then all four.
+I8_A_HALF = "((4,8),(4,2)):((64,1),(16,8))"
+I8_A = "((4,8),(4,2,2)):((64,1),(16,8,256))"
+# m16n8k32 B fragment (K x N, n = t//4, k = 4*(t%4) + v%4 (+16)): the tile stored n-major
+I8_B = "((4,8),(4,2)):((4,32),(1,16))"
+# m16n8k8 tf32/f32 A fragment: a0 (g, t%4), a1 (g+8, t%4), a2 (g, t%4+4), a3 (g+8, t%4+4)
+F32_A = "((4,8),(2,2)):((16,1),(8,64))"
+# m16n8k8 f32 B fragment (K x N: b0 (k=t%4, n=g), b1 (k=t%4+4, n=g)), the tile stored n-major
+F32_B = "((4,8),2):((1,8),4)"
+
+
+@pytest.mark.parametrize("direction", ["load", "store"])
+@pytest.mark.parametrize("reg, smem, dtype, num, n_instr, formula", [
+    (I8_A_HALF, "(16,32):(32,1)", "e4m3", 2, 1, "32 * (lane % 16)"),
+    (I8_A, "(16,32):(32,1)", "s8", 4, 1, "32 * (lane % 16) + 16 * (lane / 16)"),
+    (I8_A, "(16,32):(48,1)", "u8", 4, 1, "48 * (lane % 16) + 16 * (lane / 16)"),   # padded
+    (I8_B, "(32,8):(1,32)", "e5m2", 2, 1, "32 * (lane % 8) + 16 * ((lane / 8) % 2)"),
+    (F32_A, "(16,8):(8,1)", "f32", 4, 1, "32 * (lane % 16) + 16 * (lane / 16)"),
+    (F32_A, "(16,8):(12,1)", "tf32", 4, 1, "48 * (lane % 16) + 16 * (lane / 16)"),  # padded
+    (F32_B, "(8,8):(1,8)", "f32", 2, 1, "32 * (lane % 8) + 16 * ((lane / 8) % 2)"),
+    # two x4 per lane: the A fragments of two k-steps side by side
+    ("((4,8),(2,2,2)):((16,1),(8,64,128))", "(16,16):(16,1)", "s32", 4, 2, None),
+])
+def test_other_widths_move_as_16bit_units(direction, reg, smem, dtype, num, n_instr, formula):
+    """ldmatrix/stmatrix move raw bits: an 8-bit or 32-bit copy whose 16-bit units line up is a
+    .b16 form without .trans; the emulator runs it on random bits and checks every lane."""
+    fit = fit_copy(reg, smem, dtype, direction)
+    assert fit.fits and fit.as_units, fit.message
+    op = "ldmatrix" if direction == "load" else "stmatrix"
+    assert fit.instruction == f"{op}.sync.aligned.m8n8.x{num}.shared.b16"
+    assert (fit.trans, fit.instructions) == (False, n_instr)
+    assert "as 16-bit units" in fit.message and "as 16-bit units" in str(fit)
+    if formula:
+        assert fit.address_formula == f"addr(lane) = smem + {formula}  (bytes)"
+        np.testing.assert_array_equal(_eval_formula(fit.address_formula, np.arange(32)),
+                                      fit.addresses[0])
+    _run(fit, reg, smem)
+    _run(fit, reg, smem, seed=1)
+    # an sm_80 target has every .b16 ldmatrix; stmatrix needs sm_90
+    on_ampere = fit_copy(reg, smem, dtype, direction, target="sm_80")
+    assert on_ampere.fits == (direction == "load"), on_ampere.message
+    if direction == "store":
+        assert on_ampere.reason == "target"
+
+
+def test_units_across_warps():
+    """A warpgroup loads four stacked int8 A halves: one x2 per warp, warp w 16 rows further."""
+    reg = "((4,8,4),(4,2)):((256,1,16),(64,8))"      # tile (64,32) bytes, index m + 64k
+    fit = fit_copy(reg, "(64,32):(32,1)", "s8")
+    assert fit.fits and fit.as_units and fit.warps == 4 and fit.num == 2, fit.message
+    assert fit.address_formula == ("addr(lane) = smem + 32 * (lane % 16) + 512 * warp  "
+                                   "(bytes, warp = thread / 32 = 0..3)")
+    values = np.random.default_rng(5).integers(0, 256, 64 * 32).astype(np.uint8)
+    tile = parse_layout("(64,32):(32,1)")
+    for w in range(4):
+        regs = emulator.ldmatrix(values.copy(), fit.addresses[w, 0], num=2)
+        got = np.ascontiguousarray(regs, dtype="<u4").view(np.uint8).reshape(32, 8)
+        t = np.arange(32)[:, None] + 32 * w
+        want = values[np.asarray(tile(parse_layout(reg)(t + 128 * np.arange(8)[None, :])))]
+        np.testing.assert_array_equal(got, want, err_msg=f"warp {w}")
+
+
+def test_unit_declines_say_why():
+    # the two bytes of a register's high half come from row g+8: not neighbours of the low half
+    fit = fit_copy("((4,8),(2,2,2)):((64,1),(16,8,32))", "(16,32):(32,1)", "s8")
+    assert fit.reason == "register" and "16-bit units" in fit.message, fit.message
+    # a register holds (g,k), (g+8,k), (g,k+2), (g+8,k+2): every other byte of a row is in place
+    # (k, k+2, ...), the bytes between are row g+8's; the emulator shows the rows mixed
+    fit = fit_copy("((4,8),(2,2)):((64,1),(8,32))", "(16,32):(32,1)", "s8")
+    assert fit.reason == "register" and "tile (8,0) after (0,0)" in fit.message, fit.message
+    # the f32 accumulator (c0, c1 = columns 2t, 2t+1): a 16-bit-unit row would be columns 0, 2, ..
+    fit = fit_copy("((4,8),(2,2)):((32,1),(16,8))", "(16,8):(8,1)", "f32", "store")
+    assert fit.reason == "register" and "tile (0,2) after (0,0)" in fit.message, fit.message
+    # rows 40 bytes apart
+    fit = fit_copy(I8_A, "(16,32):(40,1)", "e4m3")
+    assert fit.reason == "aligned" and "byte 40" in fit.message, fit.message
+    # a k-major (column-major) tile would need a transpose: .trans splits f32 halves
+    fit = fit_copy(F32_A, "(16,8):(1,16)", "f32")
+    assert fit.reason == "contiguous" and "transpose" in fit.message, fit.message
+    assert "two halves of each 32-bit element would land in two lanes" in fit.message
+    # 8-bit with a transpose: the m16n16 .trans .b8 form where the target has it ...
+    fit = fit_copy(I8_A_HALF, "(16,32):(1,16)", "e4m3")
+    assert fit.fits and not fit.as_units
+    assert fit.instruction == "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8"
+    _run(fit, I8_A_HALF, "(16,32):(1,16)")
+    # ... which sm_90 lacks, and .trans .b16 would move 2x2 blocks of bytes
+    fit = fit_copy(I8_A_HALF, "(16,32):(1,16)", "e4m3", target="sm_90")
+    assert fit.reason == "target" and "sm_100a" in fit.message and "2x2 block" in fit.message
+    # the same transposed tile misaligned: no b8 form fits either
+    fit = fit_copy(I8_A_HALF, "(16,32):(1,20)", "e4m3")
+    assert not fit.fits and "transpose" in fit.message, fit.message
+
+
+@pytest.mark.parametrize("reg, smem", [
+    (FRAG[1], "(8,8):(8,1)"), (FRAG[2], "(8,16):(16,1)"), (F32_A, "(16,8):(8,1)"),
+    ("((4,8),(2,2)):((2,8),(1,64))", "(8,16):(16,1)"), ("((4,8),4):((1,4),32)", "(32,4):(4,1)"),
+])
+@pytest.mark.parametrize("direction", ["load", "store"])
+def test_64bit_never_fits(reg, smem, direction):
+    """A 64-bit element is four 16-bit units in two registers of a lane, but a .b16 form fills a
+    lane's registers from bytes a multiple of 16 apart: no layout fits, and the reason is the
+    width."""
+    fit = fit_copy(reg, smem, "f64", direction)
+    assert not fit.fits and fit.reason == "dtype", fit.message
+    assert "64-bit" in fit.message and "multiple of 16 apart" in fit.message
+
+
+def test_random_unit_tiles_fit_exactly_when_every_row_is_aligned():
+    """Padded row-major tiles of 8- and 32-bit elements under the m8n8 fragment of their
+    16-bit units: they fit (no .trans) exactly when every row starts on 16 bytes, and the
+    emulator agrees on random bits."""
+    rng = np.random.default_rng(27)
+    for _ in range(40):
+        num = int(rng.choice([1, 2, 4]))
+        ebytes = int(rng.choice([1, 4]))
+        per_reg = 4 // ebytes                         # elements in one register: 4 or 1
+        width = 4 * per_reg * num                     # elements along a row of the tile
+        pad = int(rng.integers(0, 24))
+        if rng.integers(0, 2):                        # half of them padded by whole 16 bytes
+            pad -= pad % (16 // ebytes)
+        pitch = width + pad
+        # (thread, value) -> m + 8n over an 8 x width tile: lane t holds row t//4, columns
+        # per_reg * (t%4) .. + per_reg - 1 of each block of 4 * per_reg columns
+        reg = f"((4,8),({per_reg},{num})):(({8 * per_reg},1),(8,{32 * per_reg}))"
+        smem = f"(8,{width}):({pitch},1)"
+        dtype = {1: "e4m3", 4: "f32"}[ebytes]
+        fit = fit_copy(reg, smem, dtype, str(rng.choice(["load", "store"])))
+        if (pitch * ebytes) % 16:
+            assert not fit.fits and fit.reason == "aligned", (reg, smem, fit.message)
+            continue
+        assert fit.fits and fit.as_units and fit.num == num, (reg, smem, fit.message)
+        _run(fit, reg, smem, seed=int(rng.integers(1 << 30)))
 
 
 def test_widest_num_first_and_the_address_formula():
@@ -137,9 +267,14 @@ def test_tile_offset_in_the_formula():
 
 
 @pytest.mark.parametrize("reg, smem, dtype, direction, target, reason, words", [
-    (FRAG[2], "(8,16):(16,1)", "f32", "load", None, "dtype", ["32-bit", "16-bit"]),
-    (FRAG[2], "(8,16):(16,1)", "f64", "store", None, "dtype", ["64-bit"]),
-    (M8N16[1], "(8,16):(16,1)", "e2m1", "store", None, "dtype", ["4-bit"]),   # no packed store
+    # 32-bit elements as 16-bit units: lane t's registers are columns 2t and 2t+1, but a row of
+    # the unit matrix takes one element from each of 4 lanes: columns 0, 2, 4, 6
+    (FRAG[2], "(8,16):(16,1)", "f32", "load", None, "register", ["32-bit data as 16-bit units",
+                                                                 "fragment pattern"]),
+    (FRAG[2], "(8,16):(16,1)", "f64", "store", None, "dtype", ["64-bit", "32-bit halves"]),
+    (M8N16[1], "(8,16):(16,1)", "e2m1", "store", None, "dtype", ["4-bit", "one per byte"]),
+    (M8N16[1], "(8,16):(16,1)", "e3m2", "store", None, "dtype", ["6-bit"]),
+    (F32_A, "(16,8):(8,1)", "f32", "store", "sm_80", "target", ["sm_90", "sm_80"]),
     (FRAG[2], "(8,16):(16,1)", "fp16", "load", None, "dtype", ["unknown element type"]),
     (FRAG[2], "(8,16):(16,1)", "f16", "store", "sm_80", "target", ["sm_90", "sm_80"]),
     ("((4,8),3):((16,1),8)", "(8,24):(24,1)", "f16", "load", None, "values", ["3 value"]),
@@ -210,8 +345,14 @@ def test_cli(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["instruction"] == "stmatrix.sync.aligned.m8n8.x2.shared.b16"
     assert len(data["addresses"][0]) == 32
-    assert cli_main(["fit", FRAG[2], "(8,16):(16,1)", "--dtype", "f32"]) == 1
+    assert cli_main(["fit", FRAG[2], "(8,16):(16,1)", "--dtype", "f64"]) == 1
     assert "[dtype]" in capsys.readouterr().out
+    assert cli_main(["fit", I8_A_HALF, "(16,32):(32,1)", "--dtype", "e4m3"]) == 0
+    out = capsys.readouterr().out
+    assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in out and "as 16-bit units" in out
+    assert cli_main(["fit", F32_A, "(16,8):(8,1)", "--dtype", "f32", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["as_16bit_units"] and data["instruction"].endswith("m8n8.x4.shared.b16")
     assert cli_main(["fit", FRAG[2], "(8,16"]) == 2
     assert "shape:stride" in capsys.readouterr().err
 

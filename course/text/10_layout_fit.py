@@ -51,7 +51,7 @@ print(layout_fit.fit_copy(frag_x2, "(8,16):(1,8)"))
 # attempt failed, with the lane and the bytes:
 
 # %%
-for reg, smem, dtype in ((frag_x2, "(8,16):(16,1)", "f32"),     # no 32-bit form
+for reg, smem, dtype in ((frag_x2, "(8,16):(16,1)", "f64"),     # no 64-bit form, not even as units
                          ("((4,8),3):((16,1),8)", "(8,24):(24,1)", "f16"),  # 3 values a lane
                          ("(32,4):(4,1)", "(8,16):(16,1)", "f16"),      # not a fragment
                          (frag_x2, "(8,16):(32,2)", "f16"),             # rows not contiguous
@@ -65,6 +65,30 @@ for reg, smem, dtype in ((frag_x2, "(8,16):(16,1)", "f32"),     # no 32-bit form
 m16n16 = "((4,8),(4,2)):((4,16),(1,128))"     # lane t: rows 4(t%4).., columns t//4 and t//4+8
 print(layout_fit.fit_copy(m16n16, "(16,16):(16,1)", "e4m3"))
 print(layout_fit.fit_copy(m16n16, "(16,16):(16,1)", "e4m3", target="sm_90"))
+
+# %% [markdown]
+# ## Other widths: the bits are what moves
+#
+# `ldmatrix` and `stmatrix` do not look at the data: a `.b16` form moves 16-bit units, whatever
+# they hold. So an 8-bit or 32-bit copy lowers to a `.b16` form when its **16-bit units** line
+# up: two 8-bit elements side by side in one 16-bit half of a register and side by side in
+# shared memory make a unit; a 32-bit element is two units (low half first) in one register,
+# contiguous in shared memory. CUTLASS loads int8 and fp8 `mma` operands this way
+# (`SM75_U32x4_LDSM_N`). The m16n8k32 e4m3 A fragment (lane `t`: row `t // 4` (+8), bytes
+# `4(t % 4) ..` of each 16) from a row-major tile, and the m16n8k8 tf32 A fragment:
+
+# %%
+print(layout_fit.fit_copy("((4,8),(4,2,2)):((64,1),(16,8,256))", "(16,32):(32,1)", "e4m3"), "\n")
+print(layout_fit.fit_copy("((4,8),(2,2)):((16,1),(8,64))", "(16,8):(8,1)", "tf32"))
+
+# %% [markdown]
+# `.trans` never applies to such a copy: it transposes whole 16-bit units, so it would hand a
+# register a 2x2 block of bytes, or deliver the two halves of one 32-bit element to two lanes.
+# A transposed 8-bit copy needs the sm_100a-class `.trans .b8` forms above; a transposed 32-bit
+# one, and any 64-bit one, has no form at all:
+
+# %%
+print(layout_fit.fit_copy("((4,8),(2,2)):((16,1),(8,64))", "(16,8):(1,16)", "tf32"))
 
 # %% [markdown]
 # <details><summary>How TVM's TIRx states the same rule</summary>
@@ -103,7 +127,7 @@ print(layout_fit.fit_copy(frag_x2, "(8,(8,2)):(24,(1,16))"))
 # | B | `FRAGMENT[2]` | `(8,16):(1,8)` | f16 | load |
 # | C | `FRAGMENT[2]` | `(8,16):(24,1)` | f16 | store |
 # | D | `FRAGMENT[2]` | `(8,16):(20,1)` | f16 | load |
-# | E | `FRAGMENT[2]` | `(8,16):(16,1)` | f32 | load |
+# | E | `FRAGMENT[2]` | `(8,16):(16,1)` | f64 | load |
 # | F | `(32,4):(4,1)` | `(8,16):(16,1)` | f16 | load |
 #
 # Work it out by hand first; `layout_fit.fit_copy` is there to confirm afterwards.

@@ -5,7 +5,7 @@ A compiler that lowers a tile copy (TVM's TIRx, CuTe's copy atoms) has two layou
 - the *register side*, a thread-value layout in CuTe's notation: ``(thread, value) -> element``
   of the tile, 32 threads (one warp) or whole warps (a warpgroup, a block: every warp must fit
   the same form, with its own addresses), ``value`` counting the elements a lane holds, two 16-bit
-  (or four 8-bit) elements per 32-bit register, lowest value in the low bits;
+  (or four 8-bit, or one 32-bit) elements per 32-bit register, lowest value in the low bits;
 - the *shared side*: ``element -> offset`` in shared memory, in elements, over the same tile
   (a 1-D element index is split column-major over its shape, as CuTe does).
 
@@ -16,7 +16,8 @@ registers hold the bytes the instruction puts there. This module tries every for
 knows for the element width (widest ``.num`` first, as TVM's ``_try_num`` does), and answers with
 the instruction, its per-lane address formula, or the precise reason it declines:
 
-``dtype``      no ldmatrix/stmatrix form moves elements of that width (in that direction);
+``dtype``      no ldmatrix/stmatrix form moves elements of that width (in that direction),
+               and they cannot be moved as 16-bit units either (64-bit, packed 4/6-bit);
 ``target``     the only forms that would fit need a newer target than the one asked for;
 ``values``     the values a lane holds do not fill whole registers of any ``.num``;
 ``register``   the register side is not the fragment pattern: the elements one matrix row of
@@ -25,6 +26,15 @@ the instruction, its per-lane address formula, or the precise reason it declines
                16 contiguous bytes (the copy would need a different stride or the other
                ``.trans``);
 ``aligned``    the rows are contiguous but a row does not start at a multiple of 16 bytes.
+
+ldmatrix/stmatrix move raw bits, so elements of another width are also tried as 16-bit units
+with the ``.b16`` forms without ``.trans`` (:func:`_try_units`): two 8-bit elements that share a
+register's 16-bit half and are contiguous in shared memory make one unit; a 32-bit element is two
+units (low half first) in one register, contiguous in shared memory. The check is byte by byte:
+every byte the instruction moves must be the byte of the element the layouts name. ``.trans`` never
+applies to such a copy (it would split 8-bit pairs or an element's halves); a 64-bit element never
+fits (its halves sit in two registers, which a ``.b16`` form always fills from bytes a multiple of
+16 apart), and packed 4/6-bit elements sit one per byte in registers, too few for a unit.
 
 Offsets are taken from a shared buffer whose element 0 is 16-byte aligned.
 """
@@ -132,6 +142,8 @@ class Fit:
     addresses: np.ndarray | None = field(default=None, repr=False, compare=False)
     address_formula: str | None = None
     warps: int = 1
+    #: the copy moves elements of another width as 16-bit units with a ``.b16`` form
+    as_units: bool = False
 
     @property
     def instruction(self) -> str | None:
@@ -156,7 +168,7 @@ class Fit:
         if self.fits:
             out.update(instruction=self.instruction, num=self.num, trans=self.trans,
                        instructions=self.instructions, warps=self.warps, ptx=self.ptx(),
-                       address_formula=self.address_formula,
+                       address_formula=self.address_formula, as_16bit_units=self.as_units,
                        addresses=self.addresses.tolist())
         return out
 
@@ -164,7 +176,24 @@ class Fit:
         if not self.fits:
             return f"does not lower to {_opcode(self.direction)} [{self.reason}]: {self.message}"
         times = f" x {self.instructions} instructions" if self.instructions > 1 else ""
-        return f"{self.ptx()}{times}\n{self.address_formula}"
+        units = f"\n{_units_note(self.dtype)}" if self.as_units else ""
+        return f"{self.ptx()}{times}{units}\n{self.address_formula}"
+
+
+_WORDS = {2: "two", 4: "four"}
+
+
+def _units_note(dtype: str) -> str:
+    """How a ``.b16`` form moves elements of another width (the line printed under it)."""
+    bits = DTYPE_BITS[dtype]
+    if bits < 16:
+        how = (f"each 16-bit unit is {_WORDS[16 // bits]} neighbouring elements, contiguous in "
+               f"shared memory and in one 16-bit half of a register, the lower value in the low "
+               f"byte")
+    else:
+        how = (f"each element is {_WORDS[bits // 16]} 16-bit units, low half first, contiguous "
+               f"in shared memory and in one register")
+    return f"moves {bits}-bit data ({dtype}) as 16-bit units: {how}"
 
 
 def _opcode(direction: str) -> str:
@@ -179,6 +208,8 @@ class _Attempt:
     num: int
     bases: np.ndarray | None = None   # row start bytes: (instructions, matrices, rows) of one
     #                                   warp in _try, (warps, ...) once every warp fitted
+    units: bool = False               # elements of another width moved as 16-bit units
+    transposed: bool = False          # (units) the shared tile runs along another axis
 
 
 _STAGE_REASON = {0: "register", 1: "contiguous", 2: "aligned"}
@@ -204,22 +235,25 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
     bits = DTYPE_BITS.get(dtype)
     if bits is None:
         return decline("dtype", f"unknown element type {dtype!r}; known: {', '.join(DTYPE_BITS)}")
-    forms = [f for f in copy_forms() if f.opcode == op and f.elem_bits == bits]
-    if not forms:
+    native = [f for f in copy_forms() if f.opcode == op and f.elem_bits == bits]
+    ebytes = _unit_bytes(bits)
+    # elements of another width, moved as 16-bit units by the .b16 forms without .trans
+    units = [f for f in copy_forms() if f.opcode == op and f.dtype == "b16" and not f.trans] \
+        if ebytes else []
+    if not native and not units:
         widths = sorted({f.elem_bits for f in copy_forms() if f.opcode == op}, reverse=True)
         return decline("dtype", f"no {op} form moves {bits}-bit elements ({dtype}); the model "
                                 f"has {op} forms for {', '.join(f'{w}-bit' for w in widths)} "
-                                f"elements only")
+                                f"elements only, and {_no_units_reason(bits)}")
+    refusals: dict[CopyForm, str] = {}
     if target is not None:
-        refusals = {}
-        for f in forms:
+        for f in native + units:
             try:
                 matrix_forms.check_target(f.matrix_form(f.nums[-1]), target, _NEWEST_VERSION)
             except matrix_forms.FormError as exc:
                 refusals[f] = str(exc)
-        if len(refusals) == len(forms):
+        if all(f in refusals for f in native + units):
             return decline("target", next(iter(refusals.values())))
-        forms = [f for f in forms if f not in refusals]
 
     threads = reg_l.mode(0).size if reg_l.rank == 2 else 0
     if reg_l.rank != 2 or threads % layouts.WARP_SIZE:
@@ -241,41 +275,110 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
     coords = coords.reshape(warps, layouts.WARP_SIZE, values, -1)
     offset = offset.reshape(warps, layouts.WARP_SIZE, values)
 
-    attempts: list[_Attempt] = []
-    for form in forms:
+    attempts: list[_Attempt] = []     # the element width's own forms the target has
+    blocked: list[_Attempt] = []      # ... and those it lacks (to say so when one would fit)
+    for form in native:
         per_reg = 4 // form.slot_bytes
         for num in form.nums:
             regs = form.byte_map(num).shape[1]
             if values % (regs * per_reg):
                 continue
-            attempts.append(_try_warps(form, num, per_reg, values, coords, offset, smem_l))
-    if not attempts:
-        sizes = sorted({f.byte_map(n).shape[1] * (4 // f.slot_bytes) for f in forms for n in f.nums})
-        return decline("values", f"each lane holds {values} value(s); one {op} moves "
-                                 f"{' or '.join(map(str, sizes))} {bits}-bit values per lane, so the "
-                                 f"value count must be a multiple of one of these")
-    for a in attempts:
+            a = _try_warps(_try, form, num, per_reg, values, coords, offset, smem_l)
+            (blocked if form in refusals else attempts).append(a)
+    unit_attempts: list[_Attempt] = []
+    for form in units:
+        if form in refusals:
+            continue
+        for num in form.nums:
+            if values * ebytes % (form.byte_map(num).shape[1] * 4):
+                continue
+            unit_attempts.append(_try_warps(_try_units, form, num, ebytes, values, coords,
+                                            offset, smem_l))
+
+    def fit_of(a: _Attempt) -> Fit:
+        addrs, formula = _addresses(a)
+        note = f", {_units_note(dtype)}" if a.units else ""
+        return Fit(True, None, f"{a.form.instruction(a.num)} fits{note}", direction, dtype,
+                   a.form, a.num, int(a.bases.shape[1]), addrs, formula, warps, a.units)
+
+    for a in attempts + unit_attempts:
         if a.stage == 3:
-            addrs, formula = _addresses(a)
-            return Fit(True, None, f"{a.form.instruction(a.num)} fits", direction, dtype,
-                       a.form, a.num, int(a.bases.shape[1]), addrs, formula, warps)
-    best = max(attempts, key=lambda a: a.stage)  # first of the furthest (widest .num first)
-    return decline(_STAGE_REASON[best.stage], best.message)
+            return fit_of(a)
+    as_units = _units_summary(bits, unit_attempts)
+    for a in blocked:
+        if a.stage == 3:
+            return decline("target", f"{refusals[a.form]} (the layouts fit "
+                                     f"{a.form.instruction(a.num)}){as_units}")
+    if unit_attempts and ebytes > 4:
+        return decline("dtype", f"no {op} form moves {bits}-bit elements ({dtype}), and "
+                                f"{_no_units_reason(bits)}")
+    if not attempts and not unit_attempts:
+        if blocked or (native and all(f in refusals for f in native) and not units):
+            return decline("target", next(iter(refusals.values())) + as_units)
+        sizes = sorted({f.byte_map(n).shape[1] * (4 // f.slot_bytes)
+                        for f in native if f not in refusals for n in f.nums}
+                       | {f.byte_map(n).shape[1] * 4 // ebytes
+                          for f in units if f not in refusals for n in f.nums
+                          if f.byte_map(n).shape[1] * 4 % ebytes == 0})
+        return decline("values", f"each lane holds {values} value(s); one {op} moves "
+                                 f"{' or '.join(map(str, sizes))} {bits}-bit values per lane, "
+                                 f"so the value count must be a multiple of one of these")
+    best = max(attempts + unit_attempts, key=lambda a: a.stage)  # first of the furthest
+    message = best.message
+    if best.units and best.transposed and bits == 8:
+        b8 = [f for f in copy_forms() if f.opcode == op and f.elem_bits == 8]
+        names = " / ".join(sorted({f"{op}.{f.shape}.trans.b8" for f in b8}))
+        message += (f"; {names} transposes bytes, but "
+                    + ("this target lacks it" if any(f in refusals for f in b8)
+                       else "it does not fit this register side either"))
+    elif not best.units and unit_attempts and bits != 16:
+        message += as_units
+    return decline(_STAGE_REASON[best.stage], message)
 
 
-def _try_warps(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
-               offset: np.ndarray, smem: Layout) -> _Attempt:
+def _unit_bytes(bits: int) -> int | None:
+    """Bytes of one element in a register when elements of ``bits`` can be moved as 16-bit units
+    (8, 32 and 64 bits: whole bytes; 4- and 6-bit elements sit one per byte in registers, so a
+    16-bit half holds two of them, not a unit's worth), else None (16 bits needs no units)."""
+    return bits // 8 if bits != 16 and bits % 8 == 0 else None
+
+
+def _no_units_reason(bits: int) -> str:
+    """Why elements of ``bits`` cannot be moved as 16-bit units by a .b16 form."""
+    if bits > 32:
+        return (f"they cannot be moved as 16-bit units either: a {bits}-bit element is "
+                f"{bits // 16} units in {bits // 32} registers of one lane, but every register a "
+                f".b16 form fills holds the same 4 bytes (4 * (lane % 4)) of a 16-byte aligned "
+                f"row, so a lane's registers always hold bytes a multiple of 16 apart, never the 4 "
+                f"bytes that separate the element's 32-bit halves")
+    if bits < 8:
+        return (f"they cannot be moved as 16-bit units: registers hold {bits}-bit elements one "
+                f"per byte (as the m8n16 loads unpack them), two to a 16-bit half, not the whole "
+                f"16 bits of packed elements a unit needs")
+    return "no 16-bit reinterpretation applies"
+
+
+def _units_summary(bits: int, unit_attempts: list[_Attempt]) -> str:
+    """``; as 16-bit units: <why not>`` from the furthest .b16 attempt, or ``""``."""
+    if not unit_attempts:
+        return ""
+    best = max(unit_attempts, key=lambda a: a.stage)
+    return f"; moved as 16-bit units instead: {best.message}"
+
+
+def _try_warps(try_one, form: CopyForm, num: int, per_reg: int, values: int,
+               coords: np.ndarray, offset: np.ndarray, smem: Layout) -> _Attempt:
     """Every warp must fit the same form and ``.num`` (each gives its own addresses); the
     answer is the first warp that fails, or all of them with ``bases (warps, groups, m, r)``."""
     per_warp = []
     for w in range(coords.shape[0]):
-        a = _try(form, num, per_reg, values, coords[w], offset[w], smem)
+        a = try_one(form, num, per_reg, values, coords[w], offset[w], smem)
         if a.stage < 3:
             if coords.shape[0] > 1:
                 a.message = f"warp {w} (threads {32 * w}-{32 * w + 31}): {a.message}"
             return a
         per_warp.append(a.bases)
-    return _Attempt(3, "", form, num, np.stack(per_warp))
+    return _Attempt(3, "", form, num, np.stack(per_warp), units=a.units)
 
 
 def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
@@ -341,6 +444,118 @@ def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray
                        f"not a multiple of {ROW_BYTES}: every row address must be {ROW_BYTES}-byte "
                        f"aligned (a row stride or tile offset of a multiple of "
                        f"{ROW_BYTES // form.slot_bytes} elements)", form, num)
+
+
+def _try_units(form: CopyForm, num: int, ebytes: int, values: int, coords: np.ndarray,
+               offset: np.ndarray, smem: Layout) -> _Attempt:
+    """Check a ``.b16`` form without ``.trans`` against elements of ``ebytes`` bytes moved as
+    16-bit units, byte by byte: the instruction puts register byte ``p`` of a lane (``4 * reg +
+    byte``, counted on over its instructions) in some row byte; that is byte ``p % ebytes`` of the
+    lane's value ``p // ebytes``, which must sit at that row byte in shared memory."""
+    bmap = form.byte_map(num)
+    regs = bmap.shape[1]
+    per_instr = regs * 4                       # register bytes of a lane per instruction
+    groups = values * ebytes // per_instr
+    matrices = int(bmap[..., 0].max()) + 1
+    rows = int(bmap[..., 1].max()) + 1
+    cols = int(bmap[..., 2].max()) + 1
+    name = form.instruction(num)
+    bits = 8 * ebytes
+    # (group, matrix, row, byte) -> (lane, value, byte of the value)
+    at = np.full((groups, matrices, rows, cols, 3), -1, dtype=np.int64)
+    for lane in range(layouts.WARP_SIZE):
+        for reg in range(regs):
+            for byte in range(4):
+                m, r, c = bmap[lane, reg, byte]
+                for g in range(groups):
+                    p = g * per_instr + 4 * reg + byte
+                    at[g, m, r, c] = (lane, p // ebytes, p % ebytes)
+    lane_v = at[..., 0], at[..., 1]
+    addr = offset[lane_v] * ebytes + at[..., 2]        # the shared byte each row byte must be
+    starts = addr[..., 0]
+    contiguous = np.diff(addr, axis=3) == 1
+    aligned = starts % ROW_BYTES == 0
+    if contiguous.all() and aligned.all():
+        return _Attempt(3, "", form, num, starts, units=True)
+
+    what = f"{name} moving {bits}-bit data as 16-bit units"
+    step_bytes = min(ebytes, 4)                # a row's elements: every ebytes-th byte
+    first = np.arange(0, cols, step_bytes)
+    crd = coords[lane_v][:, :, :, first]      # (g, m, r, elements of the row, rank)
+    ev = at[:, :, :, first]
+
+    def where(mask_bad) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.argwhere(mask_bad)[0])
+
+    def describe(g, m, r) -> str:
+        who = ", ".join(f"lane {int(ev[g, m, r, j, 0])} value {int(ev[g, m, r, j, 1])} "
+                        f"= tile {_crd(crd[g, m, r, j])}" for j in range(min(3, len(first))))
+        grp = f" of instruction {g}" if groups > 1 else ""
+        return f"row {r} of matrix {m}{grp} ({who}, ...)"
+
+    step = np.diff(crd, axis=3)
+    if ebytes <= 4:
+        in_order = (at[..., 2] == np.arange(cols) % ebytes).all(axis=-1)   # (g, m, r)
+        unit = (np.abs(step).sum(axis=-1) == 1) & (step.max(axis=-1) == 1)
+        same_axis = np.argmax(step, axis=-1) == np.argmax(step[:, :, :, :1], axis=-1)
+        register_ok = unit & same_axis & in_order[..., None]
+        if not register_ok.all():
+            g, m, r, j = where(~register_ok)
+            per_row = cols // ebytes
+            return _Attempt(0, f"the register side is not the {form.shape} fragment pattern of "
+                               f"{what}: {describe(g, m, r)}, {per_row} elements, must be "
+                               f"neighbours along one axis of the tile, one step apart, but "
+                               f"element {j + 1} of that row is tile {_crd(crd[g, m, r, j + 1])} "
+                               f"after {_crd(crd[g, m, r, j])}", form, num, units=True)
+    if not contiguous.all():
+        g, m, r, c = where(~contiguous)
+        j = c // step_bytes
+        here, there = (int(offset[tuple(at[g, m, r, k, :2])] * ebytes) for k in (c, c + 1))
+        msg = (f"for {what}, {describe(g, m, r)} must be {ROW_BYTES} contiguous bytes in shared "
+               f"memory, but tile {_crd(crd[g, m, r, j])} is at byte {here} and the next element "
+               f"of the row, tile {_crd(crd[g, m, r, min(j + 1, len(first) - 1)])}, at byte "
+               f"{there}")
+        transposed = False
+        if ebytes <= 4 and len(first) > 1:
+            axis = int(np.argmax(step[g, m, r, 0]))
+            other = _contiguous_axis(smem, crd[g, m, r, 0], axis)
+            if other is not None:
+                transposed = True
+                msg += (f": the shared tile is contiguous along mode {other}, not along the row "
+                        f"(mode {axis}), so the copy would need a transpose, and .trans does not "
+                        f"apply to {bits}-bit data moved as 16-bit units: "
+                        + ("it moves whole 16-bit units, two bytes that neighbour each other along "
+                           "the stored row, so each register would get a 2x2 block of bytes, not "
+                           f"4 neighbours along mode {axis}" if ebytes == 1 else
+                           "it hands the 16-bit units of one shared row to different lanes, so "
+                           f"the two halves of each {bits}-bit element would land in two lanes"))
+            else:
+                msg += f": mode {axis} of the shared layout {smem} must have stride 1 along the row"
+        a = _Attempt(1, msg, form, num, units=True)
+        a.transposed = transposed
+        return a
+    g, m, r = where(~aligned)
+    return _Attempt(2, f"for {what}, {describe(g, m, r)} starts at byte {starts[g, m, r]}, not "
+                       f"a multiple of {ROW_BYTES}: every row address must be {ROW_BYTES}-byte "
+                       f"aligned (a row stride or tile offset of a multiple of "
+                       f"{max(ROW_BYTES // ebytes, 1)} elements)", form, num, units=True)
+
+
+def _contiguous_axis(smem: Layout, crd: np.ndarray, axis: int) -> int | None:
+    """A mode other than ``axis`` along which the shared tile is contiguous (offset + 1) at
+    ``crd``, or None."""
+    c = [int(x) for x in np.atleast_1d(crd)]
+    if smem.rank < 2:
+        return None
+    here = int(smem(*c))
+    for b in range(smem.rank):
+        if b == axis or c[b] + 1 >= smem.mode(b).size:
+            continue
+        nxt = list(c)
+        nxt[b] += 1
+        if int(smem(*nxt)) - here == 1:
+            return b
+    return None
 
 
 def _other_trans_hint(form: CopyForm) -> str:

@@ -46,7 +46,7 @@ FIT_CASES: tuple[FitCase, ...] = (
     FitCase("B", FRAGMENT[2], "(8,16):(1,8)"),
     FitCase("C", FRAGMENT[2], "(8,16):(24,1)", direction="store"),
     FitCase("D", FRAGMENT[2], "(8,16):(20,1)"),
-    FitCase("E", FRAGMENT[2], "(8,16):(16,1)", dtype="f32"),
+    FitCase("E", FRAGMENT[2], "(8,16):(16,1)", dtype="f64"),
     FitCase("F", "(32,4):(4,1)", "(8,16):(16,1)"),
 )
 
@@ -105,13 +105,16 @@ will_it_fit = FitQuiz(
     cases=FIT_CASES,
     reason_words={
         "aligned": "count the bytes from one row start to the next: is it a multiple of 16?",
-        "dtype": "which element widths do ldmatrix/stmatrix move?",
+        "dtype": "which element widths do ldmatrix/stmatrix move, directly or as 16-bit "
+                 "units? where would the two 32-bit halves of one element land?",
         "register": "is each lane's pair of values two neighbours of one row of the tile?",
         "contiguous": "are the 8 elements of a fragment row next to each other in shared "
                       "memory?",
     },
     hints=(
-        "First the type: only 16-bit (and, on sm_100a-class GPUs, 8-bit) elements have forms.",
+        "First the type: the .b16 forms move 16-bit elements, and 8- or 32-bit ones as 16-bit "
+        "units (two bytes side by side, or an element's two halves) when those line up; "
+        "64-bit elements never fit, and .trans of 8-bit data needs the sm_100a-class .b8 forms.",
         "Then the register side: lane t must hold two neighbours of row t // 4 of an 8x8 block.",
         "Then the shared side: a fragment row contiguous gives no .trans, a fragment column "
         "contiguous gives .trans; every row start must be a multiple of 16 bytes; the widest "
