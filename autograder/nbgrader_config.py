@@ -45,6 +45,7 @@ def _env(name, default):
 
 
 # nbgrader's autograde steps. Data flows one way, one step per job:
+#   DropLearnerMetadata  the submission's own "ptxlab" metadata goes (only the grader writes it)
 #   DrawQuestions     the judge plans: which answers the test cells grade, a secret seed for
 #                     this run, the inputs each answer will be asked about (inputs only)
 #   SandboxedExecute  the notebook runs in the sandbox, holding no answer (its ptxlab is the
@@ -55,6 +56,7 @@ def _env(name, default):
 #   BackendNotes      the feedback says where the kernels ran
 # then nbgrader's own steps save the judge's scores.
 c.Autograde.autograde_preprocessors = [
+    "ptxlab.grading.learner_metadata.DropLearnerMetadata",
     "ptxlab.grading.judge_steps.DrawQuestions",
     "ptxlab.grading.execute.SandboxedExecute",
     "ptxlab.grading.judge_steps.JudgeAnswers",

@@ -6,7 +6,9 @@ written to the gradebook, and the next ``ptxlab grade`` run grades them.
 """
 from __future__ import annotations
 
+import errno
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -16,27 +18,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "grading")
 import course as fixture_course  # noqa: E402
 
 from ptxlab.grading import batch, local_pool, options, report, grading_worker as worker  # noqa: E402
+from ptxlab.grading.machine_faults import FaultRecorder, KernelStartFailed, machine_fault  # noqa: E402
 from ptxlab.grading.outcome import INFRASTRUCTURE, StudentOutcome  # noqa: E402
 
 
-@pytest.mark.parametrize("log, cause", [
-    ("RuntimeError: Kernel died before replying to kernel_info", "did not start"),
-    ("RuntimeError: Kernel didn't respond in 60 seconds", "did not start in time"),
-    ("sqlite3.OperationalError: database is locked", "gradebook was locked"),
-    ("OSError: [Errno 28] No space left on device", "disk was full"),
+@pytest.mark.parametrize("exc, cause", [
+    (KernelStartFailed("DeadKernelError: Kernel died before replying to kernel_info"),
+     "did not start"),
+    (sqlite3.OperationalError("database is locked"), "gradebook was locked"),
+    (OSError(errno.ENOSPC, "No space left on device"), "disk was full"),
+    (OSError(errno.EMFILE, "Too many open files"), "file handles"),
 ])
-def test_machine_failures_are_recognised(log, cause):
-    assert cause in worker.infrastructure_cause("[ERROR] ...\n" + log)
+def test_machine_failures_are_recognised_by_their_type(exc, cause):
+    assert cause in machine_fault(exc)
+    wrapped = RuntimeError("while saving the grades")
+    wrapped.__cause__ = exc
+    assert cause in machine_fault(wrapped)        # raised from it: still the machine's
 
 
-@pytest.mark.parametrize("log", [
-    "nbgrader.preprocessors.checkcellmetadata: Checksum for grade cell receive_tests has changed!",
-    "nbformat.reader.NotJSONError: Notebook does not appear to be JSON",
-    "DeadKernelError: Kernel died",                # during a cell: the learner's code
-    "CellTimeoutError: A cell timed out while it was being executed",
+@pytest.mark.parametrize("exc", [
+    ValueError("Checksum for grade cell receive_tests has changed! database is locked"),
+    RuntimeError("Kernel died before replying to kernel_info"),   # text alone proves nothing
+    OSError(errno.ENOENT, "No space left on device"),
+    sqlite3.OperationalError("no such table: grade; database is locked"),
 ])
-def test_a_submissions_own_faults_are_not_the_machines(log):
-    assert worker.infrastructure_cause(log) is None
+def test_a_submissions_own_faults_and_their_words_are_not_the_machines(exc):
+    assert machine_fault(exc) is None
 
 
 @pytest.fixture
@@ -64,16 +71,17 @@ def course_with_alice(tmp_path, monkeypatch):
 def test_a_kernel_that_did_not_start_is_retried(course_with_alice, monkeypatch):
     monkeypatch.setattr(worker, "INFRA_RETRY_WAIT_S", (0.0, 0.0))
     grader = worker.SubmissionGrader(course_with_alice, "ps1")
-    real, calls = grader.api.autograde, []
+    real, calls = grader._autograde, []
 
     def flaky(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
-            return {"success": False, "log": "[ERROR] RuntimeError: Kernel died before replying "
-                                             "to kernel_info", "error": ""}
+            faults = FaultRecorder()
+            faults.raised.append(KernelStartFailed("Kernel died before replying to kernel_info"))
+            return {"success": False, "log": "[ERROR] ...", "error": ""}, faults
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(grader.api, "autograde", flaky)
+    monkeypatch.setattr(grader, "_autograde", flaky)
     outcome = grader.grade("alice")
     assert len(calls) == 2 and outcome.status == "graded", outcome
 
@@ -81,8 +89,11 @@ def test_a_kernel_that_did_not_start_is_retried(course_with_alice, monkeypatch):
 def test_a_machine_that_keeps_failing_writes_no_zero(course_with_alice, monkeypatch):
     monkeypatch.setattr(worker, "INFRA_RETRY_WAIT_S", (0.0, 0.0))
     grader = worker.SubmissionGrader(course_with_alice, "ps1")
-    monkeypatch.setattr(grader.api, "autograde", lambda *a, **k: {
-        "success": False, "log": "sqlite3.OperationalError: database is locked", "error": ""})
+    locked = FaultRecorder()
+    locked.raised.append(sqlite3.OperationalError("database is locked"))
+    monkeypatch.setattr(grader, "_autograde", lambda *a, **k: (
+        {"success": False, "log": "sqlite3.OperationalError: database is locked", "error": ""},
+        locked))
 
     def no_zeros(*a, **k):
         raise AssertionError("zeros were written for a submission the machine failed to grade")
@@ -91,6 +102,54 @@ def test_a_machine_that_keeps_failing_writes_no_zero(course_with_alice, monkeypa
     outcome = grader.grade("alice")
     assert outcome.status == INFRASTRUCTURE and not outcome.counted
     assert "not graded (infrastructure): the gradebook was locked, 3 attempts" in outcome.reason
+
+
+def _alice_notebook(root: Path) -> Path:
+    return root / "submitted" / "alice" / "ps1" / "ps1.ipynb"
+
+
+@pytest.mark.parametrize("words", ["database is locked", "No space left on device",
+                                   "Kernel died before replying to kernel_info"])
+def test_a_machine_fault_spelt_in_cell_metadata_is_the_submissions_own(course_with_alice, words):
+    """nbgrader quotes a bad metadata value in its error; the words are the student's, so the
+    student's row says what nbgrader said, and no retry or 'infrastructure' follows."""
+    import nbformat
+
+    path = _alice_notebook(course_with_alice)
+    nb = nbformat.read(str(path), as_version=4)
+    cell = nbformat.v4.new_code_cell("x = 1")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True,
+                                 "grade_id": words, "points": words, "schema_version": 3}
+    nb.cells.append(cell)
+    nbformat.write(nb, str(path))
+    outcome = worker.SubmissionGrader(course_with_alice, "ps1").grade("alice")
+    assert outcome.status != INFRASTRUCTURE and outcome.counted, outcome
+
+
+def test_planted_grader_metadata_is_dropped_before_grading(course_with_alice):
+    """A submission that writes the grader's own metadata (a verdict flag, launch records, a
+    value of the wrong type) is graded as if it had not: nothing flagged, no crash."""
+    import nbformat
+
+    path = _alice_notebook(course_with_alice)
+    nb = nbformat.read(str(path), as_version=4)
+    nb.metadata["ptxlab"] = "oops"
+    for i, cell in enumerate(nb.cells):
+        cell.metadata["ptxlab"] = ("oops" if i % 2 else
+                                   {"verdict": {"flagged": ["planted"], "flagged_cells": ["x"]},
+                                    "kernel_launches": [{"backend": "gpu"}]})
+    nbformat.write(nb, str(path))
+    grader = worker.SubmissionGrader(course_with_alice, "ps1")
+    outcome = grader.grade("alice")
+    assert outcome.status == "graded", outcome
+    assert all(c.backend != "gpu" for c in outcome.checks), outcome
+    from nbgrader.api import Gradebook
+
+    with Gradebook(grader.coursedir.db_url, grader.coursedir.course_id) as gb:
+        sub = gb.find_submission("ps1", "alice")
+        flagged = [g.name for nb_ in sub.notebooks for g in nb_.grades
+                   if g.auto_score is not None and g.needs_manual_grade]
+    assert flagged == []
 
 
 _DYING_WORKER = r'''

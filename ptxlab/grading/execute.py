@@ -25,6 +25,7 @@ that talks to learner code, and only through the notebook's kernel:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
 from . import judge, step_times
+from .machine_faults import KernelStartFailed
 from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
 from .launch_service_pool import shutdown_launch_services
@@ -56,8 +58,9 @@ KERNEL_DIED = "KernelDied"
 KERNEL_STOPPED = "KernelStopped"
 NOT_RUN = "NotRun"
 UNTRUSTED_FILE = "UntrustedFile"
-#: Output the grader keeps of the cell that hands the answers back (their values as data).
-HARVEST_OUTPUT_BYTES = 256_000_000
+#: Output the grader keeps of the cell that hands the answers back (their values as data, at most
+#: ``judge.MAX_REPLY_CHARS``, and what the answer functions print while they are asked).
+HARVEST_OUTPUT_BYTES = 64_000_000
 #: How many more times a test cell's answers are asked when the exercise's questions depend on
 #: the replies (none of the course's do; the rounds are a bound, not a loop).
 FOLLOW_UP_ROUNDS = 2
@@ -197,13 +200,9 @@ class SandboxedExecute(Execute):
         if spare_key is not None and self.prestart_kernels:
             self._start_spare(spare_key)           # boots while this notebook runs
         launches = self.resources.setdefault(LAUNCHES_KEY, [])
-        with self.setup_kernel(cleanup_kc=True):
-            assert self.kc
-            info_msg = self.wait_for_reply(self.kc.kernel_info())
-            assert info_msg
+        with self._kernel_started():
             step_times.add("kernel start", time.perf_counter() - started)
             cells_started, handed_back = time.perf_counter(), 0.0
-            self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
             # A notebook judged outside launches nothing (its ptxlab is the client): the grader
             # reads no file of its sandbox.
             log_path = None if self._judged_outside else getattr(self.km, "launch_log", None)
@@ -242,6 +241,30 @@ class SandboxedExecute(Execute):
         step_times.add("kernel stop", time.perf_counter() - stopping)
         self.set_widgets_metadata()
         return self.nb, self.resources
+
+    @contextlib.contextmanager
+    def _kernel_started(self):
+        """nbclient's ``setup_kernel`` with the kernel's first reply awaited: a kernel that dies
+        or stays silent before any of the notebook's code ran is the machine's failure
+        (:class:`KernelStartFailed`), told apart by its type from what the notebook did."""
+        booted = False
+        try:
+            with self.setup_kernel(cleanup_kc=True):
+                assert self.kc
+                try:
+                    info_msg = self.wait_for_reply(self.kc.kernel_info())
+                except Exception as exc:
+                    raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from exc
+                assert info_msg
+                self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+                booted = True
+                yield
+        except KernelStartFailed:
+            raise
+        except Exception as exc:
+            if booted:
+                raise
+            raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from exc
 
     def on_cell_executed(self, **kwargs):
         # In a notebook judged outside, a cell (never a test cell) that stopped only at a
@@ -308,13 +331,14 @@ class SandboxedExecute(Execute):
                 f"reading the answers ran past the {self.timeout} s cell limit (is an answer "
                 "function very slow?)" if isinstance(exc, CellTimeoutError) else
                 f"reading the notebook's answers failed ({type(exc).__name__})")
-        replies = judge.read_replies(cell.get("outputs", []), token)
+        replies, unread = judge.read_replies(cell.get("outputs", []), token)
         if replies is not None:
             return replies, None
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         return None, ("the notebook did not hand its answers back" + (
-            f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})"
-            if errors else " (did a cell replace the notebook's display machinery?)"))
+            f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})" if errors else
+            f" ({unread})" if unread else
+            " (did a cell replace the notebook's display machinery?)"))
 
     def _spare_key(self, nb: NotebookNode) -> str:
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name") or ""

@@ -26,6 +26,7 @@ from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_fa
                       record_flags, short_error)
 from .submission_files import read_timestamp, submission_problems
 from . import step_times
+from .machine_faults import FaultRecorder, machine_fault
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
 
@@ -99,6 +100,32 @@ class SubmissionGrader:
                 problems.append(f"{path.name} is not a valid notebook ({text[:200]})")
         return problems
 
+    def _autograde(self, student: str) -> tuple[dict, FaultRecorder]:
+        """nbgrader's autograde of one student (as ``NbGraderAPI.autograde`` runs it), with the
+        exceptions it raised kept beside its log: the machine's failures are told from those."""
+        from nbgrader.converters import Autograde
+        from nbgrader.utils import capture_log, temp_attrs
+
+        faults = FaultRecorder()
+        with temp_attrs(self.coursedir, assignment_id=self.assignment, student_id=student):
+            app = Autograde(coursedir=self.coursedir, parent=self.api)
+            app.force, app.create_student = True, True
+            start = app.start
+
+            def start_and_keep_what_escapes():
+                try:
+                    return start()
+                except BaseException as exc:     # capture_log formats it as text: keep it too
+                    faults.raised.append(exc)
+                    raise
+
+            app.start = start_and_keep_what_escapes
+            app.log.addHandler(faults)
+            try:
+                return capture_log(app), faults
+            finally:
+                app.log.removeHandler(faults)
+
     def grade(self, student: str) -> StudentOutcome:
         from nbgrader.api import Gradebook
 
@@ -110,10 +137,10 @@ class SubmissionGrader:
         for attempt in range(1 + len(INFRA_RETRY_WAIT_S)):
             step_times.start_submission()
             started = time.monotonic()
-            result = self.api.autograde(self.assignment, student, force=True, create=True)
+            result, faults = self._autograde(student)
             autograde_s = time.monotonic() - started
             log_text = (result.get("log") or "") + ("\n" + result["error"] if result.get("error") else "")
-            cause = None if result["success"] else infrastructure_cause(log_text)
+            cause = None if result["success"] else faults.fault()
             if cause is None:
                 break
             print(f"{student}: the machine failed to grade it ({cause}); attempt {attempt + 1}",
@@ -176,32 +203,6 @@ class SubmissionGrader:
 
 #: Seconds to wait before each new attempt at a submission the machine failed to grade.
 INFRA_RETRY_WAIT_S = (2.0, 5.0)
-#: What a failed nbgrader run says when the machine, not the submission, failed: the notebook's
-#: kernel never started (it dies or stays silent before any learner code runs), the gradebook
-#: was locked, the machine ran out of disk, processes, files or memory.
-_INFRASTRUCTURE_SIGNS = (
-    (re.compile(r"Kernel died before replying to kernel_info"), "the notebook kernel did not start"),
-    (re.compile(r"Kernel didn't respond in \d+ seconds|Timeout waiting for kernel_info"),
-     "the notebook kernel did not start in time"),
-    (re.compile(r"database is locked"), "the gradebook was locked"),
-    (re.compile(r"No space left on device"), "the disk was full"),
-    (re.compile(r"Too many open files"), "the machine ran out of file handles"),
-    (re.compile(r"Resource temporarily unavailable|BlockingIOError"),
-     "the machine could not start a process"),
-    (re.compile(r"SandboxUnavailable"), "the grading sandbox could not start"),
-    (re.compile(r"ServiceUnavailable"), "the sandboxed launch service did not run the grader's "
-                                        "launches"),
-)
-
-
-def infrastructure_cause(log_text: str) -> str | None:
-    """Why the machine (not the submission) failed to grade it, or ``None``."""
-    for pattern, cause in _INFRASTRUCTURE_SIGNS:
-        if pattern.search(log_text):
-            return cause
-    return None
-
-
 #: What nbgrader raises on top of the real cause ("Please see the above traceback").
 _WRAPPERS = ("NbGraderException",)
 
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # nbgrader itself failed (database, disk): report, go on
             text = traceback.format_exc()
             print(text, file=sys.stderr)
-            cause = infrastructure_cause(text)
+            cause = machine_fault(exc)
             if cause is not None:
                 outcome = StudentOutcome.not_graded(student, cause)
             else:

@@ -142,20 +142,47 @@ def hand_back_code(requests: Sequence[dict], token: str) -> str:
     return (f"__import__('ptxlab').hand_back(get_ipython().user_ns, {data!r}, {token!r})\n")
 
 
-def read_replies(outputs: Sequence[dict], token: str) -> dict[str, dict] | None:
-    """``{slot key: reply}`` among a hand-back cell's outputs, if they came back whole."""
+#: The longest reply text the grader parses: the client sends at most 50,000 calls of small
+#: values and texts of at most 1 MiB, far below this. A longer text is not read at all.
+MAX_REPLY_CHARS = 32 << 20
+#: The most lists and objects a reply may hold: parsing expands each into a Python object many
+#: times its two characters, so a text of nothing but brackets is refused before it is parsed.
+MAX_REPLY_CONTAINERS = 1 << 20
+
+
+def reply_text_problem(text: str) -> str | None:
+    """Why a reply text is not parsed (too long, too many lists), or ``None``."""
+    if len(text) > MAX_REPLY_CHARS:
+        return (f"the answers handed back were {len(text) >> 20} MiB, over the "
+                f"{MAX_REPLY_CHARS >> 20} MiB limit")
+    if text.count("[") + text.count("{") > MAX_REPLY_CONTAINERS:
+        return "the answers handed back held more lists than any answer of the course can"
+    return None
+
+
+def read_replies(outputs: Sequence[dict], token: str) -> tuple[dict[str, dict] | None, str]:
+    """``({slot key: reply}, "")`` from a hand-back cell's outputs if they came back whole, else
+    ``(None, why)``. Only texts under the limits are parsed: any display the notebook makes can
+    carry the reply's type, and parsing a crafted one must cost the grader neither its memory
+    nor its stack."""
+    why = ""
     for out in outputs:
         data = (out.get("data") or {}).get(MIME_TYPE) if out.get("output_type") in (
             "display_data", "execute_result") else None
         if isinstance(data, str):
+            problem = reply_text_problem(data)
+            if problem:
+                why = why or problem
+                continue
             try:
                 data = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):
+                why = why or "the answers handed back were not readable data"
                 continue
         if isinstance(data, dict) and data.get("token") == token and isinstance(
                 data.get("replies"), dict):
-            return {str(k): v for k, v in data["replies"].items() if isinstance(v, dict)}
-    return None
+            return {str(k): v for k, v in data["replies"].items() if isinstance(v, dict)}, ""
+    return None, why
 
 
 @dataclass

@@ -120,6 +120,14 @@ def failing_reasons(notebook_path: Path) -> dict[str, str]:
     return reasons
 
 
+def _section(cell: dict, key: str) -> dict:
+    """``cell.metadata[key]`` when it is a mapping, else ``{}``: what a notebook file holds is
+    read as data of any shape, never trusted to be what the grader wrote."""
+    meta = cell.get("metadata")
+    value = meta.get(key) if isinstance(meta, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
 def check_backends(notebook_path: Path) -> dict[str, str]:
     """``grade_id -> "gpu" | "cpu" | "gpu+cpu"`` for every graded cell that launched learner
     kernels (the grader records each launch in the cell's metadata)."""
@@ -128,9 +136,10 @@ def check_backends(notebook_path: Path) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for cell in nb.cells:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        launches = cell.get("metadata", {}).get("ptxlab", {}).get("kernel_launches") or []
-        kinds = sorted({l.get("backend") for l in launches if l.get("backend")})
+        gid = _section(cell, "nbgrader").get("grade_id")
+        launches = _section(cell, "ptxlab").get("kernel_launches")
+        kinds = sorted({l.get("backend") for l in launches if isinstance(l, dict)
+                        and isinstance(l.get("backend"), str)}) if isinstance(launches, list) else []
         if gid and kinds:
             found[gid] = "+".join(sorted(kinds, key=lambda k: k != "gpu"))
     return found
@@ -206,16 +215,20 @@ def record_flags(gradebook, course_root: Path, assignment: str, student: str,
         if not path.exists():
             continue
         for cell in (_read_notebook(path) or {}).get("cells", []):
-            meta = cell.get("metadata", {})
-            verdict = meta.get("ptxlab", {}).get("verdict") or {}
-            grade_id = meta.get("nbgrader", {}).get("grade_id")
-            if not verdict.get("flagged") or not grade_id:
+            verdict = _section(cell, "ptxlab").get("verdict")
+            grade_id = _section(cell, "nbgrader").get("grade_id")
+            if not isinstance(verdict, dict) or not verdict.get("flagged") or not grade_id:
                 continue
-            grade = gradebook.find_grade(grade_id, nb.name, assignment, student)
+            try:
+                grade = gradebook.find_grade(grade_id, nb.name, assignment, student)
+            except Exception:               # not a graded cell: nothing to flag there
+                continue
             grade.needs_manual_grade = True
             flagged.append(grade_id)
-            note = "Flagged for manual grading: " + "; ".join(verdict["flagged"][:3])
-            for answer_cell in verdict.get("flagged_cells") or []:
+            flags = verdict["flagged"] if isinstance(verdict["flagged"], list) else []
+            note = "Flagged for manual grading: " + "; ".join(str(f) for f in flags[:3])
+            cells = verdict.get("flagged_cells")
+            for answer_cell in cells if isinstance(cells, list) else []:
                 try:
                     comment = gradebook.find_comment(answer_cell, nb.name, assignment, student)
                 except Exception:          # not an answer cell nbgrader keeps comments for
