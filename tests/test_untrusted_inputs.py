@@ -182,6 +182,17 @@ def test_public_headers_pass_the_include_check(spelling):
 
 
 @needs_cpp
+def test_nvrtc_builtin_headers_still_pass_after_the_temporary_folder_is_emptied():
+    """A warm launch executor empties its temporary folder between students: the stand-ins for
+    NVRTC's own headers are made again, so the next student's <cstdint> is no missing file."""
+    import shutil
+
+    includes.check_includes("#include <cstdint>\n" + SRC)
+    shutil.rmtree(includes._builtin_stub_dir())
+    includes.check_includes("#include <cstdint>\n// the next student\n" + SRC)
+
+
+@needs_cpp
 def test_the_include_check_guards_every_launch_where_it_is_on(monkeypatch):
     monkeypatch.setenv(includes.CHECK_ENV, "1")
     with pytest.raises(RequestRefused, match="reference/ldmatrix_ref.cu"):

@@ -51,12 +51,21 @@ def preprocessor() -> str | None:
     return shutil.which("cpp")
 
 
-@functools.lru_cache(maxsize=1)
+_stub_dir: str | None = None
+
+
 def _builtin_stub_dir() -> str:
-    folder = Path(tempfile.mkdtemp(prefix="ptxlab-nvrtc-builtins-"))
-    for name in NVRTC_BUILTIN_HEADERS:
-        (folder / name).write_text("")
-    return str(folder)
+    """A folder of empty stand-ins for NVRTC's built-in headers, made again when it is gone: a
+    warm launch executor empties its temporary folder between students, and a stale path would
+    make the next student's ``#include <cstdint>`` an include that cannot be found."""
+    global _stub_dir
+    if _stub_dir is None or not all(os.path.isfile(os.path.join(_stub_dir, name))
+                                    for name in NVRTC_BUILTIN_HEADERS):
+        folder = Path(tempfile.mkdtemp(prefix="ptxlab-nvrtc-builtins-"))
+        for name in NVRTC_BUILTIN_HEADERS:
+            (folder / name).write_text("")
+        _stub_dir = str(folder)
+    return _stub_dir
 
 
 def _toolkit_dirs() -> list[str]:
