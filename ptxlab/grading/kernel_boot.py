@@ -10,10 +10,14 @@ Started (inside the sandbox) as ``python -m ptxlab.grading.kernel_boot -- -m ipy
   cell when resident memory grows past the limit, and stops the kernel past one and a half
   times the limit;
 * limits the size of any file written and turns off core dumps;
-* holds the kernel's working folder (the only folder of the grader's disk it may write) to a
-  quota: past it, the running cell gets ``OSError(EDQUOT, "Disk quota exceeded ...")``, and a
+* holds the kernel's working folder (with the sandbox's ``/tmp`` and ``/dev/shm``, folders of
+  the grader's disk) to a quota: past it, the running cell gets ``OSError(EDQUOT, "Disk quota exceeded ...")``, and a
   kernel that keeps writing past one and a half times the quota is stopped, so filling the disk
   is this submission's fault, never the batch's;
+
+these watchdogs run in the learner's own process, which can patch what they use: they give the
+friendly in-cell errors, while the grader's own watch (:mod:`ptxlab.grading.sandbox_watch`,
+outside the sandbox) enforces the same limits on all the notebook's processes together;
 * makes ``os._exit`` called from a notebook cell raise an error instead of killing the kernel,
   so one stray call costs that cell, not the rest of the notebook;
 * leaves out the debugger (``debugpy``): nobody debugs a kernel that grades, and importing it
@@ -136,15 +140,16 @@ class DiskQuotaExceeded(OSError):
 _DISK_WATCH_S = 0.05
 
 
-def _folder_usage(folder: str, stop_bytes: int, stop_files: int) -> tuple[int, int]:
-    """``(bytes, files)`` under ``folder`` (links not followed), counted until either passes
-    its stop value.
+def _folder_usage(folder: str | list[str], stop_bytes: int,
+                  stop_files: int) -> tuple[int, int]:
+    """``(bytes, files)`` under ``folder`` (or each of a list; links not followed), counted
+    until either passes its stop value.
 
     A file counts as the larger of its length and the blocks it holds: a compressing or
     deduplicating file system (or one that allocates late) reports few blocks for a large file
     of repeated bytes, and a quota measured in blocks alone would never be reached there."""
     total, files = 0, 0
-    stack = [folder]
+    stack = [folder] if isinstance(folder, str) else list(folder)
     while stack:
         try:
             with os.scandir(stack.pop()) as it:
@@ -165,8 +170,10 @@ def _folder_usage(folder: str, stop_bytes: int, stop_files: int) -> tuple[int, i
     return total, files
 
 
-def _watch_disk(folder: str, quota_mb: int, max_files: int) -> None:
-    """Raise :class:`DiskQuotaExceeded` in the main thread when ``folder`` holds more than
+def _watch_disk(folder: str | list[str], quota_mb: int, max_files: int) -> None:
+    """Raise :class:`DiskQuotaExceeded` in the main thread when ``folder`` (the working folder,
+    and the sandbox's ``/tmp`` and ``/dev/shm`` where those are folders of the grader's disk)
+    holds more than
     ``quota_mb`` MiB or ``max_files`` entries (again only once it grew by a tenth more), and
     kill the kernel past one and a half times either."""
     import ctypes
@@ -177,7 +184,8 @@ def _watch_disk(folder: str, quota_mb: int, max_files: int) -> None:
     main_id = threading.main_thread().ident
     quota = quota_mb * 2**20
     message = _quota_message = (
-        f"Disk quota exceeded: the submission's working folder may hold {quota_mb} MiB and "
+        f"Disk quota exceeded: the submission's working folder, /tmp and /dev/shm may hold "
+        f"{quota_mb} MiB and "
         f"{max_files} files while it is graded")
 
     def watch() -> None:
@@ -215,7 +223,8 @@ def _apply_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     disk_mb = int(limits.get("disk_mb") or 0)
     if disk_mb > 0:
-        _watch_disk(os.getcwd(), disk_mb, int(limits.get("max_files") or 20000))
+        extra = [str(f) for f in limits.get("disk_folders") or () if os.path.isdir(str(f))]
+        _watch_disk([os.getcwd(), *extra], disk_mb, int(limits.get("max_files") or 20000))
 
 
 def main(argv: list[str]) -> None:

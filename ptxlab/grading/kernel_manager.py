@@ -20,6 +20,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import client_package, sandbox
+from .sandbox_watch import SandboxWatch
 from .launch_service_pool import service_socket, wants_service
 from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
 from ..run.launch_client import SERVICE_ENV, SESSION_ENV
@@ -97,6 +98,12 @@ class SandboxedKernelManager(AsyncKernelManager):
                                  "past it the running cell gets 'Disk quota exceeded'")
     max_files = Integer(20000, config=True,
                         help="most files and folders the kernel's working folder may hold")
+    max_tasks = Integer(1024, config=True,
+                        help="most processes and threads the notebook's processes may run "
+                             "together; past it the grader stops the sandbox (0: no limit)")
+    watch_interval_s = Float(0.1, config=True,
+                             help="how often the grader measures a running sandbox's memory, "
+                                  "disk and processes, seconds")
     launch_timeout_s = Float(60.0, config=True,
                              help="wall-clock limit of one isolated kernel launch, seconds")
     launch_memory_mb = Integer(4096, config=True,
@@ -110,6 +117,11 @@ class SandboxedKernelManager(AsyncKernelManager):
                                      "say so")
 
     _private_dir: Path | None = None
+    #: The grader's own folder of this kernel, never mounted in its sandbox: why the grader's
+    #: watch stopped it.
+    _guard_dir: Path | None = None
+    _watch: SandboxWatch | None = None
+    _watch_folders: list[Path] = []
 
     @property
     def workdir(self) -> Path | None:
@@ -118,8 +130,16 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     @property
     def stop_note(self) -> Path | None:
-        """Where the kernel says why it stopped itself (its memory, its disk quota)."""
+        """Why the kernel was stopped: the grader's own reason when its watch stopped the
+        sandbox (a file of a folder the sandbox never sees), else where the kernel says why it
+        stopped itself (its memory, its disk quota; a file of its private folder, untrusted)."""
+        if self._guard_dir is not None and self.watch_reason_file.exists():
+            return self.watch_reason_file
         return self._private_dir / "kernel-stopped.txt" if self._private_dir else None
+
+    @property
+    def watch_reason_file(self) -> Path | None:
+        return self._guard_dir / "stopped-by-grader.txt" if self._guard_dir else None
 
     @property
     def launch_log(self) -> Path | None:
@@ -128,6 +148,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         self._private_dir = Path(tempfile.mkdtemp(prefix="ptxlab-kernel-"))
+        if self._guard_dir is None:
+            self._guard_dir = Path(tempfile.mkdtemp(prefix="ptxlab-guard-"))
         self.connection_file = str(self._private_dir / "kernel.json")
         if self.sandbox_mode == "bwrap":
             # No network inside: the kernel and the grader talk over Unix sockets.
@@ -148,8 +170,12 @@ class SandboxedKernelManager(AsyncKernelManager):
                   "disk_mb": self.disk_quota_mb, "max_files": self.max_files,
                   "stop_note": str(self.stop_note),
                   "memory_mode": self._memory_mode(),
-                  # the sandbox's /tmp is a tmpfs: what is written there is memory too
-                  "watch_tmp": self.sandbox_mode == "bwrap"}
+                  # the sandbox's /tmp and /dev/shm are folders of the grader's disk (below):
+                  # under the disk quota, not the memory limit
+                  "watch_tmp": False,
+                  "disk_folders": ["/tmp", "/dev/shm"] if self.sandbox_mode == "bwrap" else []}
+        # Everything the sandbox can write, measured by the grader's watch.
+        self._watch_folders = [workdir, self._private_dir]
         launch_timeout = self.launch_timeout()
         if launch_timeout < self.launch_timeout_s:
             self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
@@ -193,9 +219,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         if service:
             inner_env[SERVICE_ENV] = service
         if self.sandbox_mode == "bwrap":
+            tmp_dir, shm_dir = self._private_dir / "tmp", self._private_dir / "shm"
+            tmp_dir.mkdir(exist_ok=True)
+            shm_dir.mkdir(exist_ok=True)
             policy = sandbox.SandboxPolicy(
                 workdir=workdir, private_dir=self._private_dir, hidden=hidden, gpu=self.gpu,
-                sockets=[Path(service)] if service else [], tmp_size_mb=self.kernel_memory_mb,
+                sockets=[Path(service)] if service else [], tmp_dir=tmp_dir, shm_dir=shm_dir,
                 overlays=overlays)
             kernel_cmd = sandbox.sandbox_argv(policy, boot, env=inner_env)
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
@@ -232,9 +261,36 @@ class SandboxedKernelManager(AsyncKernelManager):
                               hidden=[h for h in hidden if h.exists()], env=service_env,
                               max_timeout_s=launch_timeout, max_memory_mb=self.launch_memory_mb)
 
+    async def _async_post_start_kernel(self, **kw) -> None:
+        await super()._async_post_start_kernel(**kw)
+        self._start_watch()
+
+    def _start_watch(self) -> None:
+        """The grader's watch over the sandbox just started: the limits the learner's code
+        cannot reach (all its processes' memory, all it wrote, its processes and threads)."""
+        self._stop_watch()
+        process = getattr(self.provisioner, "process", None)
+        if process is None or self._guard_dir is None:
+            return
+        reason = self.watch_reason_file
+        if reason is not None and reason.exists():
+            reason.unlink()
+        self._watch = SandboxWatch(
+            process.pid, reason_file=reason, folders=self._watch_folders,
+            memory_mb=max(0, self.kernel_memory_mb), disk_mb=max(0, self.disk_quota_mb),
+            max_files=max(0, self.max_files) if self.disk_quota_mb > 0 else 0,
+            max_tasks=max(0, self.max_tasks), interval_s=self.watch_interval_s,
+            log=self.log).start()
+
+    def _stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
+
     async def _async_kill_kernel(self, restart: bool = False) -> None:
         # jupyter_client checks every 0.1 s whether the killed kernel is gone; a graded
         # notebook's kernel is killed after every submission, so look more often.
+        self._stop_watch()
         if not self.has_kernel:
             return
         assert self.provisioner is not None
@@ -269,10 +325,14 @@ class SandboxedKernelManager(AsyncKernelManager):
         return found
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        self._stop_watch()
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
+        if not restart and self._guard_dir is not None:
+            shutil.rmtree(self._guard_dir, ignore_errors=True)
+            self._guard_dir = None
 
     cleanup_resources = _async_cleanup_resources
 

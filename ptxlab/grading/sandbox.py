@@ -11,9 +11,10 @@ the gradebook. The sandbox is a bubblewrap (``bwrap``) container started for eac
 * the socket of the grading worker's warm launch service (:mod:`ptxlab.run.launch_server`),
   read-only, when one runs;
 * fresh ``/tmp``, ``/proc``, ``/dev`` (with the NVIDIA device nodes, and the CUDA MPS daemon's
-  pipe folder when one runs, when ``gpu`` is on), no
-  network (the kernel talks to the grader through Unix sockets), its own user namespace in
-  which it is ``nobody``, and it dies with the grader;
+  pipe folder when one runs, when ``gpu`` is on), no network (the kernel talks to the grader
+  through Unix sockets), its own user namespace in which it is ``nobody``, and it dies with the
+  grader; a graded kernel's ``/tmp`` and ``/dev/shm`` are folders of its private folder on the
+  grader's disk, which the grader's watch (:mod:`ptxlab.grading.sandbox_watch`) measures;
 * any path named as *hidden* (course root, exchange, gradebook) that still falls inside a
   whitelisted mount is covered with an empty tmpfs (or ``/dev/null`` for a file).
 
@@ -59,6 +60,10 @@ class SandboxPolicy:
     network: bool = False
     sockets: list[Path] = field(default_factory=list)  # Unix sockets it may connect to
     tmp_size_mb: int = 0        # size of its /tmp (a tmpfs); 0: the kernel's default (half of RAM)
+    #: Host folders shown writable as its ``/tmp`` and ``/dev/shm`` instead of fresh tmpfs
+    #: (a graded kernel's: one walk of the grader's own folders then measures all it wrote).
+    tmp_dir: Path | None = None
+    shm_dir: Path | None = None
     #: Show only the course's public headers of ``kernels/`` (a sandbox that compiles learner
     #: code: its include path, and its whole file system, hold no reference kernel).
     kernel_headers_only: bool = False
@@ -290,9 +295,13 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
         argv.append("--unshare-net")
     # Fresh /proc, /dev, /tmp first: the mounts below may lie inside them.
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    if policy.tmp_size_mb > 0 and bwrap_supports_size(bwrap):
-        argv += ["--size", str(policy.tmp_size_mb * 2**20)]
-    argv += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    for folder, target in ((policy.tmp_dir, "/tmp"), (policy.shm_dir, "/dev/shm")):
+        if folder is not None:
+            argv += ["--bind", str(folder.resolve()), target]
+        else:
+            if policy.tmp_size_mb > 0 and bwrap_supports_size(bwrap):
+                argv += ["--size", str(policy.tmp_size_mb * 2**20)]
+            argv += ["--tmpfs", target]
     if policy.gpu:
         argv += _gpu_device_args()
     readonly: list[Path] = []

@@ -237,13 +237,14 @@ ATTACKS: list[Attack] = [
     Attack("edited_test_cells", "every test cell rewritten to print 'passed'",
            base="blank", edit=lambda nb: _edit_tests(nb, "print('passed')\n"),
            zero=TESTS),
-    Attack("tmp_fill", "fills the sandbox's /tmp past the kernel's memory limit",
+    Attack("tmp_fill", "fills the sandbox's /tmp (a folder under the kernel's disk quota) "
+           "past the quota",
            edit=_at_end("chunk = b'x' * (50 << 20)\n"
                         "for n in range(8):       # files under the file-size limit, 1.6 GB in all\n"
                         "    with open(f'/tmp/fill{n}', 'wb') as f:\n"
                         "        for _ in range(4):\n"
                         "            f.write(chunk)\n"),
-           full=(), reason="memory|died|space|stopped"),
+           full=(), reason="memory|died|space|stopped|disk quota"),
     Attack("huge_images", "output of a few huge images (the graded notebook must stay small)",
            edit=_at_end("from IPython.display import display\n"
                         "import base64\n"

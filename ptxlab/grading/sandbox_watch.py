@@ -1,0 +1,272 @@
+"""The grader's watch over one running sandbox: limits the learner's code cannot reach.
+
+The kernel's own watchdogs (:mod:`ptxlab.grading.kernel_boot`) run inside the learner's
+process: they give the friendly in-cell ``MemoryError`` and "Disk quota exceeded", but the
+learner can patch what they use, and they see their own process only. A :class:`SandboxWatch`
+is a thread of the grading worker, one per running kernel, that every ~0.1 s measures
+
+* the resident memory of **every process** of the sandbox (the whole tree below the process the
+  grader started, found through ``/proc``'s parent links; in the sandbox's own PID namespace no
+  process can leave that tree), plus the memory files it holds open without a name
+  (``memfd``);
+* the bytes (a file counts as ``max(st_size, st_blocks * 512)``) and entries held by every
+  folder the sandbox can write (its working folder and the kernel's private folder, which holds
+  the sandbox's ``/tmp`` and ``/dev/shm``), plus files deleted while still open;
+* the number of processes and threads of the tree,
+
+and past one and a half times a limit writes why into a folder only the grader can write, then
+kills every process of the sandbox. The grader reads that reason as the kernel's stop note.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["SandboxWatch", "process_tree", "folder_usage"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+#: A limit is enforced past this multiple of it (the kernel's own watchdogs stop it there too;
+#: below it they raise the friendly error in the cell).
+HARD_FACTOR = 1.5
+
+
+def _read(path: str, limit: int = 4096) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _proc_table() -> dict[int, tuple[int, int, int, str]]:
+    """``pid -> (ppid, resident pages, threads, state)`` of every process of this machine."""
+    table = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            raw = _read(f"/proc/{name}/stat")
+        except OSError:
+            continue
+        rest = raw[raw.rfind(b")") + 2:].split()
+        try:
+            table[int(name)] = (int(rest[1]), int(rest[21]), int(rest[17]), rest[0].decode())
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def process_tree(root: int, table: dict | None = None) -> list[int]:
+    """``root`` and every process below it (parents before children), where they exist."""
+    table = _proc_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, *_rest) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, queue = [], [root] if root in table else []
+    while queue:
+        pid = queue.pop(0)
+        out.append(pid)
+        queue.extend(children.get(pid, ()))
+    return out
+
+
+def _pss_bytes(pid: int) -> int | None:
+    """Proportional resident memory (shared pages split among their users), or ``None``."""
+    try:
+        for line in _read(f"/proc/{pid}/smaps_rollup", 8192).splitlines():
+            if line.startswith(b"Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _held_without_name(pids: list[int]) -> tuple[int, int]:
+    """``(memfd bytes, deleted-file bytes)`` the processes hold open: space no folder shows."""
+    memfd = deleted = 0
+    seen: set[tuple[int, int]] = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                target = os.readlink(path)
+                if not (target.startswith("/memfd:") or target.endswith(" (deleted)")):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            size = max(st.st_size, st.st_blocks * 512)
+            if target.startswith("/memfd:"):
+                memfd += size
+            else:
+                deleted += size
+    return memfd, deleted
+
+
+def folder_usage(folders: list[Path], stop_bytes: int, stop_files: int) -> tuple[int, int]:
+    """``(bytes, entries)`` under ``folders`` (links not followed), counted until either passes
+    its stop value. A file counts as the larger of its length and the blocks it holds."""
+    total, files = 0, 0
+    stack = [str(f) for f in folders]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    files += 1
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            st = entry.stat(follow_symlinks=False)
+                            total += max(st.st_size, st.st_blocks * 512)
+                    except OSError:
+                        continue
+                    if total > stop_bytes or files > stop_files:
+                        return total, files
+        except OSError:
+            continue
+    return total, files
+
+
+class SandboxWatch:
+    """Watches the process tree below ``root_pid`` and the ``folders`` it may write; past a
+    limit writes why to ``reason_file`` and kills the tree. Limits of 0 are not watched."""
+
+    def __init__(self, root_pid: int, *, reason_file: Path, folders: list[Path],
+                 memory_mb: int = 0, disk_mb: int = 0, max_files: int = 0,
+                 max_tasks: int = 0, interval_s: float = 0.1, log=None) -> None:
+        self.root_pid = root_pid
+        self.reason_file = Path(reason_file)
+        self.folders = _outermost([Path(f) for f in folders])
+        self.memory_mb, self.disk_mb = memory_mb, disk_mb
+        self.max_files, self.max_tasks = max_files, max_tasks
+        self.interval_s = interval_s
+        self.log = log
+        self.reason = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "SandboxWatch":
+        self._thread = threading.Thread(target=self._run, name=f"ptxlab-sandbox-watch-"
+                                        f"{self.root_pid}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (the grader stops the kernel itself)."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.perf_counter()
+            try:
+                why, pids = self.check()
+            except Exception as exc:            # never let the watch die silently
+                if self.log is not None:
+                    self.log.warning("sandbox watch: %s", exc)
+                why, pids = "", [self.root_pid]
+            if why and not self._stop.is_set():
+                self._enforce(why)
+                return
+            if not pids:
+                return                          # the sandbox is gone
+            # at most a fifth of a core for one sandbox, however large its folders
+            took = time.perf_counter() - began
+            self._stop.wait(max(self.interval_s, 4 * took))
+
+    def check(self) -> tuple[str, list[int]]:
+        """``(why the sandbox must stop or "", its live processes)``, measured now."""
+        table = _proc_table()
+        pids = [p for p in process_tree(self.root_pid, table) if table[p][3] != "Z"]
+        if not pids:
+            return "", []
+        if self.max_tasks > 0:
+            tasks = sum(table[p][2] for p in pids)
+            if tasks > self.max_tasks:
+                return (f"process limit exceeded: the notebook ran {tasks} processes and "
+                        f"threads together, more than its limit of {self.max_tasks}; the grader "
+                        "stopped them all"), pids
+        memfd, deleted = _held_without_name(pids)
+        if self.memory_mb > 0:
+            hard = HARD_FACTOR * self.memory_mb * 2**20
+            resident = sum(table[p][1] for p in pids) * _PAGE + memfd
+            if resident > hard:
+                # shared pages (a forked child's) counted once each before deciding
+                pss = [_pss_bytes(p) for p in pids]
+                resident = sum(s if s is not None else table[p][1] * _PAGE
+                               for p, s in zip(pids, pss)) + memfd
+            if resident > hard:
+                return (f"memory limit exceeded: the notebook's {len(pids)} processes held "
+                        f"{resident / 2**20:.0f} MiB together, more than {hard / 2**20:.0f} MiB, "
+                        f"one and a half times its limit of {self.memory_mb} MiB (all the "
+                        "notebook's processes together); the grader stopped them all"), pids
+        if self.disk_mb > 0 or self.max_files > 0:
+            hard_bytes = int(HARD_FACTOR * self.disk_mb * 2**20) if self.disk_mb > 0 else 1 << 62
+            hard_files = int(HARD_FACTOR * self.max_files) if self.max_files > 0 else 1 << 62
+            used, files = folder_usage(self.folders, hard_bytes, hard_files)
+            used += deleted
+            if used > hard_bytes or files > hard_files:
+                what = (f"at least {used / 2**20:.0f} MiB written, limit {self.disk_mb} MiB"
+                        if used > hard_bytes else
+                        f"at least {files} files written, limit {self.max_files} files")
+                return (f"Disk quota exceeded ({what}): the notebook's working folder, /tmp and "
+                        "/dev/shm together held more than one and a half times its quota, and "
+                        "the grader stopped it"), pids
+        return "", pids
+
+    def _enforce(self, why: str) -> None:
+        self.reason = why
+        try:
+            self.reason_file.write_text(why + "\n")
+        except OSError:
+            pass
+        if self.log is not None:
+            self.log.warning("sandbox of process %d stopped: %s", self.root_pid, why)
+        kill_tree(self.root_pid)
+
+
+def kill_tree(root: int, rounds: int = 20) -> None:
+    """SIGKILL ``root``, its process group and every process below it, until none is left."""
+    try:
+        os.killpg(root, signal.SIGKILL)     # the grader starts each kernel in a session
+    except (OSError, ProcessLookupError):
+        pass
+    known: set[int] = set()
+    for _ in range(rounds):
+        table = _proc_table()
+        tree = [p for p in process_tree(root, table) if table[p][3] != "Z"]
+        # orphans of a killed parent leave the tree: keep killing those seen before
+        alive = [p for p in tree] + [p for p in known if p in table and table[p][3] != "Z"]
+        if not alive:
+            return
+        known.update(alive)
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+        time.sleep(0.01)
+
+
+def _outermost(paths: list[Path]) -> list[Path]:
+    resolved = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
+    out: list[Path] = []
+    for p in resolved:
+        if not any(p == o or o in p.parents for o in out):
+            out.append(p)
+    return out
