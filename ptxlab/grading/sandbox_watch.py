@@ -6,8 +6,8 @@ learner can patch what they use, and they see their own process only. A :class:`
 is a thread of the grading worker, one per running kernel, that every ~0.1 s measures
 
 * the resident memory of **every process** of the sandbox (the whole tree below the process the
-  grader started, found through ``/proc``'s parent links; in the sandbox's own PID namespace no
-  process can leave that tree), plus the memory files it holds open without a name
+  grader started, found through ``/proc``'s ``children`` links; in the sandbox's own PID
+  namespace no process can leave that tree), plus the memory files it holds open without a name
   (``memfd``);
 * the bytes (a file counts as ``max(st_size, st_blocks * 512)``) and entries held by every
   folder the sandbox can write (its working folder and the kernel's private folder, which holds
@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["SandboxWatch", "process_tree", "folder_usage"]
+__all__ = ["SandboxWatch", "process_table", "process_tree", "folder_usage"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 #: A limit is enforced past this multiple of it (the kernel's own watchdogs stop it there too;
@@ -64,9 +64,64 @@ def _proc_table() -> dict[int, tuple[int, int, int, str]]:
     return table
 
 
+def _stat_of(pid: int) -> tuple[int, int, int, str] | None:
+    """``(ppid, resident pages, threads, state)`` of one process, or ``None`` when it is gone."""
+    try:
+        raw = _read(f"/proc/{pid}/stat")
+        rest = raw[raw.rfind(b")") + 2:].split()
+        return int(rest[1]), int(rest[21]), int(rest[17]), rest[0].decode()
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _children_of(pid: int) -> list[int] | None:
+    """The children of ``pid`` from its threads' ``children`` files (a few reads, whatever the
+    machine runs), or ``None`` where the kernel does not provide them."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out: list[int] = []
+    for tid in tids:
+        try:
+            out += [int(x) for x in _read(f"/proc/{pid}/task/{tid}/children", 1 << 16).split()]
+        except FileNotFoundError:
+            return None if tid == str(pid) else out
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def process_table(root: int) -> dict[int, tuple[int, int, int, str]]:
+    """``pid -> (ppid, resident pages, threads, state)`` of ``root`` and every process below it.
+
+    Walked from ``root`` through ``/proc/PID/task/TID/children``, so a check costs as much as
+    the sandbox holds processes, not as much as the machine does (a grading server runs a
+    sandbox per worker, each watched ten times a second); where the kernel has no
+    ``children`` files, from the whole process table."""
+    first = _stat_of(root)
+    if first is None:
+        return {}
+    table, queue = {root: first}, [root]
+    while queue:
+        pid = queue.pop(0)
+        kids = _children_of(pid)
+        if kids is None:                        # no children files: the whole table
+            whole = _proc_table()
+            return {p: whole[p] for p in process_tree(root, whole)}
+        for kid in kids:
+            if kid not in table:
+                info = _stat_of(kid)
+                if info is not None:
+                    table[kid] = info
+                    queue.append(kid)
+    return table
+
+
 def process_tree(root: int, table: dict | None = None) -> list[int]:
     """``root`` and every process below it (parents before children), where they exist."""
-    table = _proc_table() if table is None else table
+    if table is None:
+        return list(process_table(root))
     children: dict[int, list[int]] = {}
     for pid, (ppid, *_rest) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -191,8 +246,8 @@ class SandboxWatch:
 
     def check(self) -> tuple[str, list[int]]:
         """``(why the sandbox must stop or "", its live processes)``, measured now."""
-        table = _proc_table()
-        pids = [p for p in process_tree(self.root_pid, table) if table[p][3] != "Z"]
+        table = process_table(self.root_pid)
+        pids = [p for p in table if table[p][3] != "Z"]
         if not pids:
             return "", []
         if self.max_tasks > 0:
@@ -248,8 +303,8 @@ def kill_tree(root: int, rounds: int = 20) -> None:
         pass
     known: set[int] = set()
     for _ in range(rounds):
-        table = _proc_table()
-        tree = [p for p in process_tree(root, table) if table[p][3] != "Z"]
+        table = process_table(root)
+        tree = [p for p in table if table[p][3] != "Z"]
         # orphans of a killed parent leave the tree: keep killing those seen before
         alive = [p for p in tree] + [p for p in known if p in table and table[p][3] != "Z"]
         if not alive:
