@@ -14,6 +14,9 @@ variable                          default  meaning
 ``PTXLAB_KERNEL_MEMORY_MB``       4096     memory limit of a notebook's kernel
 ``PTXLAB_KERNEL_DISK_MB``         512      what a notebook's working folder may hold, MiB;
                                            past it its cell gets "Disk quota exceeded"
+``PTXLAB_SANDBOX_WATCH_S``        0.1      how often the grader measures each sandbox from
+                                           outside (memory of all its processes, all it
+                                           wrote, its processes); ``0``: never (trusted only)
 ``PTXLAB_KERNEL_MEMORY_MODE``     auto     ``address_space``, ``resident`` or ``auto``
                                            (resident when the kernel gets a GPU)
 ``PTXLAB_LAUNCH_TIMEOUT_S``       60       wall-clock limit of one learner kernel launch (at
@@ -86,6 +89,7 @@ c.SandboxedKernelManager.sandbox_mode = _env("PTXLAB_SANDBOX", "bwrap")
 c.SandboxedKernelManager.gpu = _env("PTXLAB_GRADING_GPU", "1") == "1"
 c.SandboxedKernelManager.kernel_memory_mb = int(_env("PTXLAB_KERNEL_MEMORY_MB", "4096"))
 c.SandboxedKernelManager.disk_quota_mb = int(_env("PTXLAB_KERNEL_DISK_MB", "512"))
+c.SandboxedKernelManager.watch_interval_s = float(_env("PTXLAB_SANDBOX_WATCH_S", "0.1"))
 c.SandboxedKernelManager.kernel_memory_mode = _env("PTXLAB_KERNEL_MEMORY_MODE", "auto")
 c.SandboxedKernelManager.launch_timeout_s = float(_env("PTXLAB_LAUNCH_TIMEOUT_S", "60"))
 c.SandboxedKernelManager.launch_memory_mb = int(_env("PTXLAB_LAUNCH_MEMORY_MB", "4096"))

@@ -222,6 +222,8 @@ def run(args: argparse.Namespace, base: Path) -> dict:
     env.update({"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
                 "PTXLAB_SANDBOX": mode, "PTXLAB_GRADING_CONFIG": str(fixture_course.GRADING_CONFIG),
                 "PTXLAB_LAUNCH_TIMEOUT_S": str(args.launch_timeout)})
+    if args.sandbox_watch_s is not None:
+        env["PTXLAB_SANDBOX_WATCH_S"] = str(args.sandbox_watch_s)
     # The corpus holds endless Python loops: a short cell limit keeps them from dominating.
     corpus_env = {**env, "PTXLAB_CELL_TIMEOUT_S": str(int(2 * args.launch_timeout + 5))}
     students = roster(args.solutions, args.blank)
@@ -378,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", action=argparse.BooleanOptionalAction, default=True,
                         help="grade the bad-submission corpus after each run of the class "
                              "(--no-corpus: the class alone, and the target is not judged)")
+    parser.add_argument("--sandbox-watch-s", type=float, default=None,
+                        help="PTXLAB_SANDBOX_WATCH_S for the run (how often the grader measures "
+                             "each sandbox; 0: never), to measure what the watch costs")
     parser.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "grading_gpu")
     args = parser.parse_args(argv)

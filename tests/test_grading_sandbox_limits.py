@@ -137,3 +137,31 @@ def test_the_watch_measures_every_process_and_kills_the_tree(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_kernels_disk_watch_leaves_out_folders_mounted_inside(tmp_path):
+    """A Python installation under /tmp is shown to the sandbox at its own path, inside the
+    sandbox's /tmp: the kernel's disk watchdog must count what the notebook wrote, not those
+    read-only packages (a GPU server's site-packages under /tmp stopped every kernel at once)."""
+    from ptxlab.grading import kernel_boot, sandbox
+    try:
+        bwrap = sandbox.bwrap_binary()
+    except Exception as exc:
+        pytest.skip(f"needs bubblewrap: {exc}")
+    big, tmp = tmp_path / "site", tmp_path / "tmp"
+    big.mkdir()
+    tmp.mkdir()
+    with open(big / "data.bin", "wb") as f:       # 256 MiB long, no blocks: a sparse file
+        f.truncate(256 << 20)
+    (tmp / "written.bin").write_bytes(b"x" * 4096)
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from ptxlab.grading import kernel_boot as kb\n"
+            "skip = kb._mount_points() - {'/tmp'}\n"
+            "print(kb._folder_usage('/tmp', 1 << 40, 1 << 30, skip)[0])\n")
+    repo = str(Path(kernel_boot.__file__).resolve().parents[2])
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--bind", str(tmp), "/tmp", "--ro-bind", str(big), "/tmp/site",
+            sys.executable, "-c", code, repo]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == 4096

@@ -26,6 +26,7 @@ outside the sandbox) enforces the same limits on all the notebook's processes to
 from __future__ import annotations
 
 import json
+import re
 import os
 import resource
 import runpy
@@ -140,10 +141,27 @@ class DiskQuotaExceeded(OSError):
 _DISK_WATCH_S = 0.05
 
 
+def _mount_points() -> set[str]:
+    """Every mount point this process sees (``/proc/self/mountinfo``): in the sandbox, the
+    read-only folders mounted inside a writable one (a Python installation under ``/tmp``, shown
+    at ``/tmp/...``) are not what the notebook wrote."""
+    points = set()
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4:
+                    points.add(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]),
+                                      fields[4]).decode("utf-8", "surrogateescape"))
+    except OSError:
+        pass
+    return points
+
+
 def _folder_usage(folder: str | list[str], stop_bytes: int,
-                  stop_files: int) -> tuple[int, int]:
-    """``(bytes, files)`` under ``folder`` (or each of a list; links not followed), counted
-    until either passes its stop value.
+                  stop_files: int, skip: set[str] = frozenset()) -> tuple[int, int]:
+    """``(bytes, files)`` under ``folder`` (or each of a list; links and the folders in ``skip``
+    not followed), counted until either passes its stop value.
 
     A file counts as the larger of its length and the blocks it holds: a compressing or
     deduplicating file system (or one that allocates late) reports few blocks for a large file
@@ -154,6 +172,8 @@ def _folder_usage(folder: str | list[str], stop_bytes: int,
         try:
             with os.scandir(stack.pop()) as it:
                 for entry in it:
+                    if entry.path in skip:
+                        continue
                     files += 1
                     try:
                         if entry.is_dir(follow_symlinks=False):
@@ -188,11 +208,15 @@ def _watch_disk(folder: str | list[str], quota_mb: int, max_files: int) -> None:
         f"{quota_mb} MiB and "
         f"{max_files} files while it is graded")
 
+    roots = {folder} if isinstance(folder, str) else set(folder)
+    mounted = _mount_points() - roots
+
     def watch() -> None:
         armed_bytes, armed_files = quota, max_files
         while True:
             time.sleep(_DISK_WATCH_S)
-            used, files = _folder_usage(folder, int(1.5 * quota), int(1.5 * max_files))
+            used, files = _folder_usage(folder, int(1.5 * quota), int(1.5 * max_files),
+                                        mounted)
             if used > 1.5 * quota or files > 1.5 * max_files:
                 _stop_with_note(f"{message}: the kernel kept writing past it and was stopped")
             if used > armed_bytes or files > armed_files:

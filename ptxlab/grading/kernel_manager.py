@@ -103,7 +103,8 @@ class SandboxedKernelManager(AsyncKernelManager):
                              "together; past it the grader stops the sandbox (0: no limit)")
     watch_interval_s = Float(0.1, config=True,
                              help="how often the grader measures a running sandbox's memory, "
-                                  "disk and processes, seconds")
+                                  "disk and processes, seconds (0: not at all; the kernel's own "
+                                  "limits stay, which its code can defeat: trusted classes only)")
     launch_timeout_s = Float(60.0, config=True,
                              help="wall-clock limit of one isolated kernel launch, seconds")
     launch_memory_mb = Integer(4096, config=True,
@@ -270,7 +271,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         cannot reach (all its processes' memory, all it wrote, its processes and threads)."""
         self._stop_watch()
         process = getattr(self.provisioner, "process", None)
-        if process is None or self._guard_dir is None:
+        if process is None or self._guard_dir is None or self.watch_interval_s <= 0:
             return
         reason = self.watch_reason_file
         if reason is not None and reason.exists():

@@ -14,7 +14,7 @@ call :func:`first_match`, :func:`register_cause` and :func:`with_proof`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +23,7 @@ from ..model import emulator, layouts
 from ..run.ptx.errors import lanes_text, number_runs
 from .exercises.tiles import ELEM_BYTES, Placement
 
-__all__ = ["Suspect", "MAX_CAUSE", "first_match", "with_proof", "row_addresses",
+__all__ = ["Suspect", "Deferred", "MAX_CAUSE", "first_match", "with_proof", "row_addresses",
            "address_suspects", "load_suspects", "store_suspects",
            "stored_tile", "register_mapping", "register_proof", "register_cause", "word_names",
            "row_shift_cause"]
@@ -43,6 +43,26 @@ class Suspect:
     output: np.ndarray | None
     cause: str
     source: Callable[[int, int], str | None] | None = None
+
+
+class Deferred(Sequence):
+    """Suspects computed the first time a wrong output asks for them: a right output, the usual
+    case (a class of correct submissions in the grader), costs none of their emulation."""
+
+    def __init__(self, make: Callable[[], Iterable]) -> None:
+        self._make: Callable[[], Iterable] | None = make
+        self._items: list = []
+
+    def _all(self) -> list:
+        if self._make is not None:
+            self._items, self._make = list(self._make()), None
+        return self._items
+
+    def __getitem__(self, index):
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 def first_match(got: np.ndarray, suspects: Sequence[Suspect]) -> Suspect | None:

@@ -686,7 +686,7 @@ def tile_run(seed: int, lda: int, ldb: int, label: str) -> KernelRun:
                          np.full(128, UNWRITTEN, dtype=np.uint32).view(np.float32)],
                    out_index=5, expected=tile_expected(A, B, C, lda, ldb),
                    shared_mem=(16 * lda + 16 * ldb) * 2, elem_bits=32,
-                   mistakes=_tile_mistakes(A, B, C, lda, ldb))
+                   mistakes=diagnosis.Deferred(lambda: _tile_mistakes(A, B, C, lda, ldb)))
 
 
 @dataclass
