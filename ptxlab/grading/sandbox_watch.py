@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from .kernel_boot import _folder_usage
+
 __all__ = ["SandboxWatch", "process_table", "process_tree", "folder_usage"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -175,27 +177,9 @@ def _held_without_name(pids: list[int]) -> tuple[int, int]:
 
 def folder_usage(folders: list[Path], stop_bytes: int, stop_files: int) -> tuple[int, int]:
     """``(bytes, entries)`` under ``folders`` (links not followed), counted until either passes
-    its stop value. A file counts as the larger of its length and the blocks it holds."""
-    total, files = 0, 0
-    stack = [str(f) for f in folders]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as it:
-                for entry in it:
-                    files += 1
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        else:
-                            st = entry.stat(follow_symlinks=False)
-                            total += max(st.st_size, st.st_blocks * 512)
-                    except OSError:
-                        continue
-                    if total > stop_bytes or files > stop_files:
-                        return total, files
-        except OSError:
-            continue
-    return total, files
+    its stop value, as the kernel's own watchdog counts them (a file is the larger of its length
+    and the blocks it holds)."""
+    return _folder_usage([str(f) for f in folders], stop_bytes, stop_files)
 
 
 class SandboxWatch:
