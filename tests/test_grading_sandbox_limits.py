@@ -150,18 +150,19 @@ def test_the_kernels_disk_watch_leaves_out_folders_mounted_inside(tmp_path):
         pytest.skip(f"needs bubblewrap: {exc}")
     big, tmp = tmp_path / "site", tmp_path / "tmp"
     big.mkdir()
-    tmp.mkdir()
+    (tmp / "site").mkdir(parents=True)            # where the installation is shown, inside
     with open(big / "data.bin", "wb") as f:       # 256 MiB long, no blocks: a sparse file
         f.truncate(256 << 20)
     (tmp / "written.bin").write_bytes(b"x" * 4096)
-    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); where = sys.argv[2]\n"
             "from ptxlab.grading import kernel_boot as kb\n"
-            "skip = kb._mount_points() - {'/tmp'}\n"
-            "print(kb._folder_usage('/tmp', 1 << 40, 1 << 30, skip)[0])\n")
+            "skip = kb._mount_points() - {where}\n"
+            "print(kb._folder_usage(where, 1 << 40, 1 << 30, skip)[0])\n")
     repo = str(Path(kernel_boot.__file__).resolve().parents[2])
+    # the writable folder at its own path, the installation mounted read-only inside it
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--bind", str(tmp), "/tmp", "--ro-bind", str(big), "/tmp/site",
-            sys.executable, "-c", code, repo]
+            "--bind", str(tmp), str(tmp), "--ro-bind", str(big), str(tmp / "site"),
+            sys.executable, "-c", code, repo, str(tmp)]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.split()[-1]) == 4096
