@@ -259,10 +259,8 @@ class SandboxedExecute(Execute):
                 self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
                 booted = True
                 yield
-        except KernelStartFailed:
-            raise
         except Exception as exc:
-            if booted:
+            if booted or isinstance(exc, KernelStartFailed):
                 raise
             raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from exc
 

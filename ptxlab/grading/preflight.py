@@ -78,17 +78,22 @@ KERNEL_MODULES = ("ipykernel", "IPython", "jupyter_client", "zmq", "traitlets", 
                   "numpy", "pygments", "prompt_toolkit")
 
 
-def modules_without_bytecode(names: tuple[str, ...] = KERNEL_MODULES) -> dict[str, str]:
-    """``{module: folder to compile}`` for the kernel's modules whose source has no ``.pyc``
-    beside it. The package ``ptxlab`` runs from is compiled here when it can be (it is the
-    grader's own; what a kernel imports of it is the client, compiled when it is built)."""
+def compile_own_package() -> None:
+    """Compile the package ``ptxlab`` runs from, where this user may write to it: the grader's
+    own modules (what a kernel imports of it is the client, compiled when it is built)."""
     import compileall
-    import importlib.util
 
     from ..run import sources
 
     if os.access(sources.PACKAGE_DIR, os.W_OK):
         compileall.compile_dir(str(sources.PACKAGE_DIR), quiet=2)
+
+
+def modules_without_bytecode(names: tuple[str, ...] = KERNEL_MODULES) -> dict[str, str]:
+    """``{module: folder to compile}`` for the kernel's modules whose source has no ``.pyc``
+    beside it."""
+    import importlib.util
+
     missing: dict[str, str] = {}
     for name in names:
         try:
@@ -256,6 +261,7 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
         warnings.append(f"the warm launch service is not in use ({route or 'no launch record'}): "
                         "every launch starts a process of its own; verdicts are the same, "
                         "grading is slower")
+    compile_own_package()
     uncompiled = modules_without_bytecode()
     if uncompiled:
         warnings.append(

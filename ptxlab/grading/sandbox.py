@@ -148,12 +148,12 @@ def python_readonly_paths(workdir: Path, hidden: list[Path], *,
     candidates: list[Path] = [*prefixes, exe.parent, exe.resolve().parent,
                               *_package_dirs(kernels)]
     children_of: list[Path] = []
+    installed = _PathSet(prefixes)
     for entry in sys.path:
         if not entry or not os.path.isdir(entry):
             continue
         path = Path(entry).resolve()
-        if _PathSet(prefixes).holds(path) or path.name in ("site-packages",
-                                                                           "dist-packages"):
+        if installed.holds(path) or path.name in ("site-packages", "dist-packages"):
             candidates.append(path)
         else:
             children_of.append(path)
@@ -316,12 +316,13 @@ def sandbox_argv(policy: SandboxPolicy, command: list[str], *, bwrap: str | None
 
         readonly += [h.resolve() for h in sources.public_headers()]
     readonly += [p.resolve() for p in policy.extra_readonly]
-    for p in _dedupe_nested(readonly):
+    readonly = _dedupe_nested(readonly)
+    for p in readonly:
         argv += ["--ro-bind", str(p), str(p)]
     if policy.gpu and os.path.isdir("/sys"):
         argv += ["--ro-bind", "/sys", "/sys"]
     # Cover what must stay unseen wherever a mount above exposed it.
-    mounted = _PathSet(_dedupe_nested(readonly))
+    mounted = _PathSet(readonly)
     covers: list[Path] = []
     for h in hidden:
         if mounted.holds(h) and h.exists():

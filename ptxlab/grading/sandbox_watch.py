@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from .kernel_boot import _folder_usage
+from .sandbox import _dedupe_nested
 
 __all__ = ["SandboxWatch", "process_table", "process_tree", "folder_usage"]
 
@@ -191,7 +192,7 @@ class SandboxWatch:
                  max_tasks: int = 0, interval_s: float = 0.1, log=None) -> None:
         self.root_pid = root_pid
         self.reason_file = Path(reason_file)
-        self.folders = _outermost([Path(f) for f in folders])
+        self.folders = _dedupe_nested([Path(f).resolve() for f in folders])
         self.memory_mb, self.disk_mb = memory_mb, disk_mb
         self.max_files, self.max_tasks = max_files, max_tasks
         self.interval_s = interval_s
@@ -287,10 +288,11 @@ def kill_tree(root: int, rounds: int = 20) -> None:
         pass
     known: set[int] = set()
     for _ in range(rounds):
-        table = process_table(root)
-        tree = [p for p in table if table[p][3] != "Z"]
-        # orphans of a killed parent leave the tree: keep killing those seen before
-        alive = [p for p in tree] + [p for p in known if p in table and table[p][3] != "Z"]
+        tree = {p for p, info in process_table(root).items() if info[3] != "Z"}
+        # orphans of a killed parent leave the tree (the walk starts at the root): keep killing
+        # those seen before, each looked up on its own
+        alive = tree | {p for p in known - tree
+                        if (info := _stat_of(p)) is not None and info[3] != "Z"}
         if not alive:
             return
         known.update(alive)
@@ -300,12 +302,3 @@ def kill_tree(root: int, rounds: int = 20) -> None:
             except (OSError, ProcessLookupError):
                 pass
         time.sleep(0.01)
-
-
-def _outermost(paths: list[Path]) -> list[Path]:
-    resolved = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
-    out: list[Path] = []
-    for p in resolved:
-        if not any(p == o or o in p.parents for o in out):
-            out.append(p)
-    return out
