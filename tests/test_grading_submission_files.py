@@ -121,6 +121,24 @@ def test_nbgraders_wrapper_gives_way_to_the_cause():
     assert "Please see the above traceback" not in said
 
 
+def test_edited_nbgrader_metadata_is_said_as_such_not_as_the_wrapper():
+    """nbgrader reports a notebook whose nbgrader metadata no longer validates with qualified
+    exception names only; the row names the cause, not nbgrader's closing wrapper."""
+    from ptxlab.grading.grading_worker import _nbgrader_error
+
+    log = ("[ERROR] Traceback (most recent call last):\n"
+           "    jsonschema.exceptions.ValidationError: 'database is locked' is not of type "
+           "'number'\n"
+           "[ERROR] Notebook failed to validate; the nbgrader metadata may be corrupted.\n"
+           "    jsonschema.exceptions.ValidationError: Notebook failed to validate; the nbgrader "
+           "metadata may be corrupted.\n"
+           "[ERROR] Please see the the above traceback for details\n"
+           "nbgrader.converters.base.NbGraderException: Please see the the above traceback\n")
+    said = _nbgrader_error(log)
+    assert "nbgrader metadata was edited" in said and "fetch the assignment again" in said, said
+    assert "Please see" not in said
+
+
 def test_collect_copies_links_as_links(tmp_path):
     """A link in the exchange's inbound folder reaches submitted/ as a link (then refused with a
     reason), not as the course's source notebook it points at."""

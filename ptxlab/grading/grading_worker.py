@@ -218,7 +218,9 @@ def _nbgrader_error(log_text: str) -> str:
             if name.replace(".", "").replace("_", "").isalnum():
                 raised.append((name.split(".")[-1], msg, name[:1].isupper()))
     causes = [(name, msg) for name, msg, plain in raised if plain]
-    for name, msg in reversed(causes):       # the last exception that is not the wrapper
+    # the last exception that is not the wrapper, written unqualified if there is one, else
+    # qualified (``jsonschema.exceptions.ValidationError``)
+    for name, msg in [*reversed(causes), *((n, m) for n, m, _ in reversed(raised))]:
         if name not in _WRAPPERS:
             return "nbgrader could not grade it: " + _cause_in_words(name, msg)
     last = causes[-1:] or [(name, msg) for name, msg, _ in raised[-1:]]
@@ -235,6 +237,10 @@ def _cause_in_words(name: str, msg: str) -> str:
     if m:
         return (f"the cell '{m.group(1)}' of the notebook was changed in a way the grader cannot "
                 "restore (its type, metadata or id edited): fetch the assignment again and copy "
+                "the answers into it")
+    if "nbgrader metadata may be corrupted" in msg:
+        return ("a cell's nbgrader metadata was edited so that the notebook no longer validates "
+                "(a grade id, points or cell type changed): fetch the assignment again and copy "
                 "the answers into it")
     return short_error(name, msg)
 
