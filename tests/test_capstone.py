@@ -151,7 +151,8 @@ def test_the_benchmark_picks_the_configuration_of_the_problem_size():
 
 def test_the_per_size_tables_are_the_committed_sweeps_fastest():
     """GEMM_BY_SIZE and TRANSPOSE_BY_SIZE hold what the committed sweeps measured fastest (the
-    later ones, large/, s3_2048/ and s4_4096/, for the sizes and B layouts they measured)."""
+    later ones, large/, s3_2048/, s4_4096/ and s5_4096/, for the sizes and B layouts they
+    measured)."""
     import json
     from pathlib import Path
 
@@ -159,7 +160,7 @@ def test_the_per_size_tables_are_the_committed_sweeps_fastest():
     folder = Path(__file__).parents[1] / "reports/capstone/sweep_2026-11-26"
     sweep = json.loads((folder / "tune.json").read_text())
     picks = tune.fastest_by_size(sweep)
-    for later in ("large", "s3_2048", "s4_4096"):
+    for later in ("large", "s3_2048", "s4_4096", "s5_4096"):
         sweep_picks = tune.fastest_by_size(json.loads((folder / later / "tune.json").read_text()))
         for size, by_layout in sweep_picks.items():
             picks.setdefault(size, {}).update(by_layout)
@@ -299,8 +300,30 @@ def test_report_says_what_held_the_clock_and_prints_the_ratio_table():
     assert report.limit_of({"nvml_sm_clock_mhz": 1980.0, "nvml_power_capped": 0.8},
                            res["device"]) == "none"
     text = report.markdown(res, [])
-    assert "| 4096^3 | row-major | 0.96 | 0.60 | 0.80 | 0.96 | power / clock / none |" in text
+    assert "| 4096^3 | row-major | 0.96 | - | 0.60 | 0.80 | 0.96 | power / clock / none |" in text
     assert "power (100% of samples at the limit, 1500 MHz)" in text
+    assert "in turn, round r starting with the r-th kernel" in text   # a report of old runs
+
+
+def test_the_ratio_to_cutlass_is_also_given_round_by_round():
+    """Each round measures ours and CUTLASS on the board as that round left it: their ratio
+    per round (median, lowest, highest) shows how far the comparison itself moves."""
+    from ptxlab.bench import report
+    res = _fake_results(True)
+    res["order"], res["warmup_ms"] = "balanced", 300.0
+    ours, peer = res["gemm"][0], res["cutlass"][0]
+    res["gemm_rounds"] = [
+        {**ours, "round": 0, "tflops": 400.0}, {**peer, "round": 0, "tflops": 500.0},
+        {**ours, "round": 1, "tflops": 510.0}, {**peer, "round": 1, "tflops": 500.0},
+        {**ours, "round": 2, "tflops": 490.0}, {**peer, "round": 2, "tflops": 490.0},
+        {**peer, "round": 3, "tflops": 1.0},                            # ours failed there
+        {**ours, "round": 4, "tflops": 1.0, "variant": "B col-major, f16 out"},
+        {**peer, "round": 4, "tflops": 1.0, "config": "other tile"}]
+    assert report.paired_ratios(res, ours, peer) == [0.8, 1.02, 1.0]
+    assert report.paired_ratios(res, ours, None) == []
+    text = report.markdown(res, [])
+    assert "| 0.96 | 1.000 (0.800 - 1.020, 3 rounds) |" in text
+    assert "in a balanced order" in text and "warmed up for 300 ms" in text
 
 
 def test_a_noisy_figure_is_flagged_and_no_target_is_judged_on_it():
@@ -312,7 +335,7 @@ def test_a_noisy_figure_is_flagged_and_no_target_is_judged_on_it():
     assert row["target_met"]   # against the ceiling and cuBLAS, neither of them noisy
     text = report.markdown(res, [])
     assert "(500: noisy) (c)" in text and "| met | not judged: noisy |" in text
-    assert "| 0.96 (noisy: CUTLASS) | 0.60 |" in text
+    assert "| 0.96 (noisy: CUTLASS) | - | 0.60 |" in text
     res["cublas"][0].update(noisy=True)
     row = report.gemm_rows(res)[0]
     assert "target_met" not in row and "peer_target_met" not in row
@@ -344,6 +367,36 @@ def test_the_fixed_cost_of_a_block_tile_is_the_intercept_of_a_k_sweep():
     assert "t = 20.0 us + K x 100.00 ns" in text
     assert "43.9% of the time at K = 256, 4.7% of the time at K = 4096" in text
     assert report._fixed_cost_lines({}) == []
+
+
+@pytest.mark.parametrize("n", range(1, 10))
+def test_balanced_orders_put_every_job_after_every_other_equally_often(n):
+    from ptxlab.bench import runs
+    orders = runs.balanced_orders(n)
+    assert len(orders) == (n if n % 2 == 0 or n == 1 else 2 * n)
+    assert all(sorted(o) == list(range(n)) for o in orders)
+    for pos in range(n):   # every job in every position equally often
+        counts = {j: sum(o[pos] == j for o in orders) for j in range(n)}
+        assert len(set(counts.values())) == 1
+    follows = {}
+    for o in orders:
+        for a, b in zip(o, o[1:]):
+            follows[a, b] = follows.get((a, b), 0) + 1
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) <= 1
+
+
+def test_rounds_run_in_the_order_asked():
+    from ptxlab.bench import runs
+    jobs = [(name, 1, lambda name=name: {"config": name}) for name in "abcd"]
+    seen = [(r["round"], r["position"], r["config"])
+            for r in runs.in_rounds(jobs, 4, log=lambda r: None, order="balanced")]
+    assert [c for _, _, c in seen[:4]] == ["a", "b", "d", "c"]
+    pairs = {(x[2], y[2]) for x, y in zip(seen, seen[1:]) if x[0] == y[0]}
+    assert len(pairs) == 12   # every ordered pair of neighbours once
+    rotated = [r["config"] for r in runs.in_rounds(jobs, 2, log=lambda r: None, order="rotate")]
+    assert rotated == list("abcd") + list("bcda")
+    with pytest.raises(ValueError, match="one of balanced, rotate"):
+        runs.in_rounds(jobs, 1, log=lambda r: None, order="random")
 
 
 def test_a_failing_job_becomes_a_record_and_the_rounds_go_on():

@@ -9,6 +9,9 @@ from pathlib import Path
 DEFAULT_OUT = Path("reports/capstone")
 GEMM_SIZES = (1024, 2048, 4096, 8192)
 TRANSPOSE_SIZES = (2048, 4096, 8192, 16384)
+#: Warm-up of each GEMM before its timed samples (see ``timing.WARMUP_MS``), as in the sweeps
+#: that chose the configurations (``python -m ptxlab.bench.tune``).
+GEMM_WARMUP_MS = 300.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip CUTLASS's GEMM (built with nvcc from the CUTLASS headers)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="interleaved rounds of ours, CUTLASS and cuBLAS per size (default 5)")
+    parser.add_argument("--order", choices=("balanced", "rotate"), default="balanced",
+                        help="order of the jobs in each round: balanced (every kernel follows "
+                             "every other equally often; the default) or rotate (cyclic)")
+    parser.add_argument("--warmup-ms", type=float, default=GEMM_WARMUP_MS,
+                        help="milliseconds each GEMM runs before it is timed "
+                             f"(default {GEMM_WARMUP_MS:.0f})")
     parser.add_argument("--notes", default="", help="free text added to the report")
 
 
@@ -62,6 +71,7 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     res: dict = {"command": " ".join(["ptxlab", "bench", *argv]),
                  "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
                  "device": runs.device_info(), "notes": args.notes, "rounds": args.rounds,
+                 "order": args.order, "warmup_ms": args.warmup_ms,
                  "gemm_configs": {n: {"row": gemm_config_for(n, n, n).label,
                                       "col": gemm_config_for(n, n, n, b_col=True).label}
                                   for n in args.gemm_sizes}}
@@ -96,10 +106,14 @@ def collect(args: argparse.Namespace, log=print) -> dict:
             sweep.append(rec)
             if rec.get("correct") and rec["tflops"] > best.get(rec["variant"], (0, None))[0]:
                 best[rec["variant"]] = (rec["tflops"], kern)
-        jobs = [("cublas", n, lambda: runs.cublas_run(n, n, n))]
-        jobs += [(cfg.label, n, lambda cfg=cfg: runs.gemm_run(cfg, n, n, n)) for cfg in variants]
-        jobs += [(k.cfg.label, n, lambda k=k: runs.peer_run(k, n, n, n)) for _, k in best.values()]
-        records += runs.in_rounds(jobs, args.rounds, log=lambda r: log(_record_line(r)))
+        warm = args.warmup_ms
+        jobs = [("cublas", n, lambda: runs.cublas_run(n, n, n, warmup_ms=warm))]
+        jobs += [(cfg.label, n, lambda cfg=cfg: runs.gemm_run(cfg, n, n, n, warmup_ms=warm))
+                 for cfg in variants]
+        jobs += [(k.cfg.label, n, lambda k=k: runs.peer_run(k, n, n, n, warmup_ms=warm))
+                 for _, k in best.values()]
+        records += runs.in_rounds(jobs, args.rounds, log=lambda r: log(_record_line(r)),
+                                  order=args.order)
     merged = runs.merge_rounds(records)
     res["gemm"] = [r for r in merged if r.get("kernel") == "gemm"]
     res["cublas"] = [r for r in merged if r.get("kernel") == "cublas"]

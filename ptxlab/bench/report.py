@@ -57,6 +57,21 @@ def _peer_best(res: dict) -> dict:
     return best
 
 
+def paired_ratios(res: dict, ours: dict, peer: dict | None) -> list[float]:
+    """Ours over ``peer`` round by round (``res['gemm_rounds']``: the same size and variant, the
+    two configurations of the rows): each round measures both on the board as that round left
+    it, so the spread of these ratios is the noise of the comparison itself."""
+    if not peer:
+        return []
+    def rates(kernel: str, rec: dict) -> dict[int, float]:
+        return {r["round"]: r["tflops"] for r in res.get("gemm_rounds", [])
+                if r.get("kernel") == kernel and r.get("config") == rec.get("config")
+                and r.get("variant") == rec.get("variant") and r.get("m") == rec["m"]
+                and "tflops" in r and "round" in r}
+    mine, theirs = rates("gemm", ours), rates("cutlass", peer)
+    return [mine[k] / theirs[k] for k in sorted(mine) if theirs.get(k)]
+
+
 def gemm_rows(res: dict) -> list[dict]:
     """One row per GEMM variant and size: ours, the ceilings, cuBLAS and CUTLASS, the SM clock
     while it ran, and (at the target sizes) whether each target holds."""
@@ -84,6 +99,7 @@ def gemm_rows(res: dict) -> list[dict]:
                "cutlass": cu["tflops"] if cu else None,
                "cutlass_config": cu["config"] if cu else None,
                "vs_cutlass": r["tflops"] / cu["tflops"] if cu else None,
+               "vs_cutlass_rounds": paired_ratios(res, r, cu),
                "sm_clock_mhz": r.get("nvml_sm_clock_mhz"),
                "tflops_rounds": r.get("tflops_rounds")}
         # A ratio with a noisy figure on either side is no result: its target is not judged.
@@ -322,10 +338,26 @@ def ratio_rows(res: dict) -> list[dict]:
     return [r for r in gemm_rows(res) if r["variant"].endswith("f16 out")]
 
 
+def _order_text(res: dict) -> str:
+    if res.get("order") == "balanced":
+        return ("in a balanced order (every kernel in every position, and right after every "
+                "other kernel equally often, over each cycle of rounds)")
+    return "in turn, round r starting with the r-th kernel"
+
+
+def _rounds_text(ratios: list[float] | None) -> str:
+    if not ratios:
+        return "-"
+    import statistics
+    return (f"{statistics.median(ratios):.3f} ({min(ratios):.3f} - {max(ratios):.3f}, "
+            f"{len(ratios)} rounds)")
+
+
 def _ratio_table(res: dict) -> list[str]:
-    lines = ["| size | B | ours / CUTLASS | ours / cuBLAS | ours / mma.sync ceiling "
+    lines = ["| size | B | ours / CUTLASS | round by round: median (lowest - highest) "
+             "| ours / cuBLAS | ours / mma.sync ceiling "
              "| ours / random-operand ceiling | clock held by (ours / CUTLASS / cuBLAS) |",
-             "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     def ratio(x, r, peer: str) -> str:
         noisy = [who for who in ("ours", peer) if who in r["noisy"]]
         return _f(x) + (f" (noisy: {', '.join(noisy)})" if noisy and x is not None else "")
@@ -334,6 +366,7 @@ def _ratio_table(res: dict) -> list[str]:
         lim = " / ".join(x or "-" for x in (r["limit"], r["cutlass_limit"], r["cublas_limit"]))
         lines.append(f"| {r['size']} | {r['variant'].split(',')[0][2:]} | "
                      f"{ratio(r['vs_cutlass'], r, 'CUTLASS')} | "
+                     f"{_rounds_text(r.get('vs_cutlass_rounds'))} | "
                      f"{ratio(r['vs_cublas'], r, 'cuBLAS')} | {r['vs_mma_peak']:.2f} | "
                      f"{_f(r['vs_mma_peak_vary'])} | {lim} |")
     return lines
@@ -472,9 +505,10 @@ def markdown(res: dict, plots: list[str]) -> str:
         "min and the spread ((p90 - p10) / median of the samples); a figure whose spread is "
         "above 10% is marked noisy and no target is judged on it. "
         f"GEMMs: {rounds} interleaved rounds per size (cuBLAS, our three variants, CUTLASS's "
-        "fastest configuration per B layout, in turn), the median round shown; SM clock and "
-        "board power read through NVML while each ran. Ceilings and peers measured in this "
-        "same run.",
+        f"fastest configuration per B layout), {_order_text(res)}, each kernel warmed up for "
+        f"{res.get('warmup_ms', 50):.0f} ms before its samples; the median round shown; SM "
+        "clock and board power read through NVML while each ran. Ceilings and peers measured "
+        "in this same run.",
         "",
         "## GEMM",
         "",

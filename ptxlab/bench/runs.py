@@ -15,7 +15,7 @@ from ..run import kernel_params, sources
 from ..run.ptx.errors import CompilerNotFound
 from .kernels import (DEFAULT_SMEM_LIMIT, GEMM_TOL_F16, GEMM_TOL_F32, GemmConfig,
                       TransposeConfig, mma_peak_source)
-from .timing import NOISY_SPREAD, time_gpu
+from .timing import NOISY_SPREAD, WARMUP_MS, time_gpu
 
 
 def cupy_module():
@@ -149,10 +149,11 @@ def _gemm_operands(cp, m: int, n: int, k: int, b_col: bool, seed: int):
 
 
 def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int | None = None, seed: int = 0,
-             time_it: bool = True, kind: str = "gemm") -> dict:
-    """Check one GEMM configuration against an fp32 product at ``m x n x k``, then time it.
-    ``cfg`` may be any GEMM that answers as :class:`GemmConfig` does (a learner's,
-    :class:`.learner_gemm.LearnerGemm`); ``kind`` names it in the record."""
+             time_it: bool = True, kind: str = "gemm", warmup_ms: float = WARMUP_MS) -> dict:
+    """Check one GEMM configuration against an fp32 product at ``m x n x k``, then time it
+    (after ``warmup_ms`` of warm-up launches). ``cfg`` may be any GEMM that answers as
+    :class:`GemmConfig` does (a learner's, :class:`.learner_gemm.LearnerGemm`); ``kind`` names
+    it in the record."""
     cp = cupy_module()
     cfg.check_shape(m, n, k)
     sets = sets or _gemm_sets(m, n, k, 4 if cfg.out_f32 else 2)
@@ -190,13 +191,14 @@ def gemm_run(cfg: GemmConfig, m: int, n: int, k: int, *, sets: int | None = None
         rec["correct"] = rec["correct"] and rec["counters_left"] == 0
     del ref32
     if time_it:
-        t = time_gpu(call, sets=sets)
+        t = time_gpu(call, sets=sets, warmup_ms=warmup_ms)
         rec.update(t.as_dict())
         rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
     return rec
 
 
-def peer_run(kernel, m: int, n: int, k: int, *, sets: int | None = None, seed: int = 0) -> dict:
+def peer_run(kernel, m: int, n: int, k: int, *, sets: int | None = None, seed: int = 0,
+             warmup_ms: float = WARMUP_MS) -> dict:
     """CUTLASS's GEMM (a :class:`.cutlass_peer.PeerKernel`): checked and timed as ``gemm_run``
     checks and times ours, on the same operands."""
     cp = cupy_module()
@@ -223,7 +225,7 @@ def peer_run(kernel, m: int, n: int, k: int, *, sets: int | None = None, seed: i
            "tolerance": GEMM_TOL_F16}
     rec["correct"] = rec["rel_error_vs_fp32"] <= GEMM_TOL_F16
     del ref32
-    t = time_gpu(call, sets=sets)
+    t = time_gpu(call, sets=sets, warmup_ms=warmup_ms)
     rec.update(t.as_dict())
     rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
     return rec
@@ -265,20 +267,56 @@ def record_of(name: str, size: int, job) -> dict:
         return {"config": name, "m": size, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def in_rounds(jobs, rounds: int, log=print) -> list[dict]:
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` jobs, one per round, in which every job runs once in every position and
+    right after every other job equally often (a Williams design: ``n`` orders for even ``n``,
+    ``2n`` for odd). A kernel at the power limit runs on the board its predecessor left (its
+    temperature, the clock the power controller settled at); with a fixed cyclic order each
+    kernel would always follow the same neighbour, and that neighbour's effect would be counted
+    as the kernel's own."""
+    if n <= 1:
+        return [list(range(n))]
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo if len(first) % 2 else hi)
+        lo, hi = (lo + 1, hi) if len(first) % 2 == 0 else (lo, hi - 1)
+    orders = [[(j + r) % n for j in first] for r in range(n)]
+    if n % 2:
+        orders += [list(reversed(o)) for o in orders]
+    return orders
+
+
+#: How :func:`in_rounds` orders the jobs of a round: ``rotate`` (round r starts with job r,
+#: the cyclic order kept) or ``balanced`` (:func:`balanced_orders`).
+ROUND_ORDERS = ("balanced", "rotate")
+
+
+def in_rounds(jobs, rounds: int, log=print, order: str = "balanced") -> list[dict]:
     """Run every job (``(name, size, callable returning a record)``) once per round, round
     after round, so that slow drift of the clock or temperature over a run falls on every
-    kernel alike; round ``r`` starts at job ``r`` (mod their number), so that no kernel always
-    runs on the board the same job left it in (the first after a cooler size, say). Each record
-    gets its ``round``. A job that raises becomes a record with the error (:func:`record_of`),
-    and the others go on."""
+    kernel alike. ``order`` (:data:`ROUND_ORDERS`): ``balanced`` runs round r in the r-th order
+    of :func:`balanced_orders`, so that over a whole number of its cycles every job takes every
+    position and follows every other job equally often; ``rotate`` starts round r at job r (mod
+    their number) and keeps the cyclic order, so each job always follows the same one. Each
+    record gets its ``round`` and ``position``. A job that raises becomes a record with the
+    error (:func:`record_of`), and the others go on."""
+    if order not in ROUND_ORDERS:
+        raise ValueError(f"order {order!r}: one of {', '.join(ROUND_ORDERS)}")
     out = []
     jobs = list(jobs)
+    n = len(jobs)
+    orders = balanced_orders(n)
     for r in range(rounds):
-        first = r % len(jobs) if jobs else 0
-        for name, size, job in jobs[first:] + jobs[:first]:
+        if order == "balanced":
+            idx = orders[r % len(orders)]
+        else:
+            first = r % n if n else 0
+            idx = list(range(first, n)) + list(range(first))
+        for pos, j in enumerate(idx):
+            name, size, job = jobs[j]
             rec = record_of(name, size, job)
             rec["round"] = r
+            rec["position"] = pos
             out.append(rec)
             log(rec)
     return out
@@ -318,6 +356,7 @@ def merge_rounds(records: list[dict]) -> list[dict]:
             if vals:
                 first[key] = statistics.median(vals)
         first.pop("round", None)
+        first.pop("position", None)
         merged.append(first)
     return merged
 
@@ -392,7 +431,8 @@ def _graph_capturable_gemm(cp):
     return gemm
 
 
-def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int | None = None) -> dict:
+def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int | None = None,
+               warmup_ms: float = WARMUP_MS) -> dict:
     """cuBLAS's fp16 GEMM (fp16 out), same rotation as ours: cublasGemmEx as ``cupy.matmul``
     calls it, but callable inside a CUDA graph (checked against ``cupy.matmul`` first), or
     ``cupy.matmul`` itself (B column-major, or where that check fails)."""
@@ -421,7 +461,7 @@ def cublas_run(m: int, n: int, k: int, *, b_col: bool = False, sets: int | None 
             cp.matmul(a, b, out=c)
 
     cp.cuda.Device().synchronize()
-    t = time_gpu(call, sets=sets)
+    t = time_gpu(call, sets=sets, warmup_ms=warmup_ms)
     rec = {"kernel": "cublas", "variant": f"{how} fp16, B {'col' if b_col else 'row'}-major",
            "m": m, "n": n, "k": k, "sets": sets, **t.as_dict()}
     rec["tflops"] = 2.0 * m * n * k / (t.median_ms * 1e-3) / 1e12
@@ -531,7 +571,7 @@ def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int | Non
     rec = {"kernel": "transpose", "config": cfg.label, "rows": rows, "cols": cols, "sets": sets,
            "params": cfg.as_dict(), "mismatches": mismatches, "correct": mismatches == 0}
     if time_it:
-        t = time_gpu(call, sets=sets)
+        t = time_gpu(call, sets=sets, warmup_ms=warmup_ms)
         rec.update(t.as_dict())
         rec["tbps"] = 2 * rows * cols * 2 / (t.median_ms * 1e-3) / 1e12
     return rec

@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--order", choices=("balanced", "rotate"), default="balanced",
+                   help="order of the jobs in each round (runs.in_rounds)")
+    p.add_argument("--warmup-ms", type=float, default=300.0,
+                   help="milliseconds each GEMM runs before it is timed")
     p.add_argument("--ncu-size", type=int, default=8192)
     p.add_argument("--skip", nargs="*", default=[], choices=STEPS)
     p.add_argument("--only", nargs="*", default=None,
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         return [c for c in configs if not args.only or c.label in args.only]
 
     out: dict = {"device": runs.device_info(), "sizes": args.sizes, "rounds": args.rounds,
+                 "order": args.order, "warmup_ms": args.warmup_ms,
                  "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     print(out["device"], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -196,23 +201,27 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines), flush=True)
         save()
 
-    jobs = []
+    jobs, warm = [], args.warmup_ms
     for n in args.sizes:
         if "cublas" not in args.skip:
-            jobs.append(("cublas", n, lambda n=n: runs.cublas_run(n, n, n)))
+            jobs.append(("cublas", n, lambda n=n: runs.cublas_run(n, n, n, warmup_ms=warm)))
         if "ours" not in args.skip:
             for cfg in ours_at(n):
-                jobs.append((cfg.label, n, lambda cfg=cfg, n=n: runs.gemm_run(cfg, n, n, n)))
+                jobs.append((cfg.label, n,
+                             lambda cfg=cfg, n=n: runs.gemm_run(cfg, n, n, n, warmup_ms=warm)))
     if args.head is not None:
         head = _head_config(args.head.read_text())(**candidate_configs()[0].as_dict())
         for n in args.sizes:
-            jobs.append((head.label, n, lambda n=n: runs.gemm_run(head, n, n, n)))
+            jobs.append((head.label, n,
+                         lambda n=n: runs.gemm_run(head, n, n, n, warmup_ms=warm)))
     if peer_build is not None:
         kernels, out["peer"] = peer_build.result()
         for n in args.sizes:
             for kern in kernels:
-                jobs.append((kern.cfg.label, n, lambda kern=kern, n=n: runs.peer_run(kern, n, n, n)))
-    records = runs.in_rounds(jobs, args.rounds, log=lambda r: print(_line(r), flush=True))
+                jobs.append((kern.cfg.label, n,
+                             lambda kern=kern, n=n: runs.peer_run(kern, n, n, n, warmup_ms=warm)))
+    records = runs.in_rounds(jobs, args.rounds, log=lambda r: print(_line(r), flush=True),
+                             order=args.order)
     out["records"] = records
     merged = runs.merge_rounds(records)
     out["gemm"] = [r for r in merged if r.get("kernel") == "gemm"]
