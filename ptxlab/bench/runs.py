@@ -571,7 +571,7 @@ def transpose_run(cfg: TransposeConfig, rows: int, cols: int, *, sets: int | Non
     rec = {"kernel": "transpose", "config": cfg.label, "rows": rows, "cols": cols, "sets": sets,
            "params": cfg.as_dict(), "mismatches": mismatches, "correct": mismatches == 0}
     if time_it:
-        t = time_gpu(call, sets=sets, warmup_ms=warmup_ms)
+        t = time_gpu(call, sets=sets)
         rec.update(t.as_dict())
         rec["tbps"] = 2 * rows * cols * 2 / (t.median_ms * 1e-3) / 1e12
     return rec
