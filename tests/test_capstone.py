@@ -151,8 +151,7 @@ def test_the_benchmark_picks_the_configuration_of_the_problem_size():
 
 def test_the_per_size_tables_are_the_committed_sweeps_fastest():
     """GEMM_BY_SIZE and TRANSPOSE_BY_SIZE hold what the committed sweeps measured fastest (the
-    later ones, large/, s3_2048/, s4_4096/ and s5_4096/, for the sizes and B layouts they
-    measured)."""
+    later ones, large/ and s3_2048/ to s7_8192/, for the sizes and B layouts they measured)."""
     import json
     from pathlib import Path
 
@@ -160,7 +159,7 @@ def test_the_per_size_tables_are_the_committed_sweeps_fastest():
     folder = Path(__file__).parents[1] / "reports/capstone/sweep_2026-11-26"
     sweep = json.loads((folder / "tune.json").read_text())
     picks = tune.fastest_by_size(sweep)
-    for later in ("large", "s3_2048", "s4_4096", "s5_4096"):
+    for later in ("large", "s3_2048", "s4_4096", "s5_4096", "s6_2048", "s7_8192"):
         sweep_picks = tune.fastest_by_size(json.loads((folder / later / "tune.json").read_text()))
         for size, by_layout in sweep_picks.items():
             picks.setdefault(size, {}).update(by_layout)
@@ -322,8 +321,32 @@ def test_the_ratio_to_cutlass_is_also_given_round_by_round():
     assert report.paired_ratios(res, ours, peer) == [0.8, 1.02, 1.0]
     assert report.paired_ratios(res, ours, None) == []
     text = report.markdown(res, [])
-    assert "| 0.96 | 1.000 (0.800 - 1.020, 3 rounds) |" in text
+    assert "| 0.96 | 1.000 (lowest 0.800, highest 1.020, 3 rounds) |" in text
     assert "in a balanced order" in text and "warmed up for 300 ms" in text
+    assert "| **missed** |" in text   # too few rounds for an interval: the ratio of medians
+
+
+def test_a_cell_below_cutlass_is_level_only_when_the_rounds_cannot_tell_them_apart():
+    from ptxlab.bench import report
+    assert report.median_interval([5, 1, 4, 2, 3]) is None
+    assert report.median_interval([6, 1, 5, 2, 4, 3]) == (1, 6)            # 96.9%
+    assert report.median_interval(list(range(12))) == (2, 9)              # 96.1%
+    assert report.median_interval(list(range(20))) == (5, 14)             # 95.9%
+    res = _fake_results(True)           # ours 480, CUTLASS 500: 0.96 as a ratio of medians
+    ours, peer = res["gemm"][0], res["cutlass"][0]
+    def rounds(ratios):
+        res["gemm_rounds"] = [rec for i, x in enumerate(ratios)
+                              for rec in ({**ours, "round": i, "tflops": 500.0 * x},
+                                          {**peer, "round": i, "tflops": 500.0})]
+        return report.gemm_rows(res)[0]
+    row = rounds([0.90, 0.92, 0.95, 0.97, 0.98, 0.99, 1.00, 1.01, 1.02, 1.03, 1.05, 1.08])
+    assert row["vs_cutlass_interval"] == (0.95, 1.03)
+    assert row["peer_target_met"] is False and row["peer_level"] is True
+    assert "| level within noise (0.950 - 1.030 round by round) |" in report.markdown(res, [])
+    assert "level" in report.table_lines(res)[1]
+    row = rounds([0.94, 0.95, 0.95, 0.96, 0.96, 0.96, 0.97, 0.97, 0.98, 0.98, 0.99, 1.01])
+    assert row["vs_cutlass_interval"] == (0.95, 0.98) and row["peer_level"] is False
+    assert "| **missed** |" in report.markdown(res, [])
 
 
 def test_a_noisy_figure_is_flagged_and_no_target_is_judged_on_it():
