@@ -66,6 +66,24 @@ def test_capstone_figures_are_the_reports() -> None:
     assert (lo, hi) == (round(100 * min(big)), round(100 * max(big))) and size == 4096
     small = re.search(r"at (\d+)², \d+ MiB of data, (\d+)%", text)
     assert small and round(100 * ratio[int(small.group(1))]) == int(small.group(2))
+    # Ours over CUTLASS's mma.sync GEMM (f16 out, both B layouts): the range quoted from 2048^3
+    # up, and the one at 1024^3.
+    best: dict = {}
+    for r in report["cutlass"]:
+        key = (r["m"], r["variant"])
+        if r.get("correct") and r["tflops"] > best.get(key, 0):
+            best[key] = r["tflops"]
+    vs = {(g["m"], g["variant"]): g["tflops"] / best[(g["m"], g["variant"])]
+          for g in report["gemm"] if (g["m"], g["variant"]) in best}
+    level = re.search(r"GEMM \(the best of its sweep\) from (\d+)³ up \((\d\.\d\d)-(\d\.\d\d)",
+                      text)
+    assert level, "the capstone text quotes ours over CUTLASS from some size up"
+    above = [v for (m, _), v in vs.items() if m >= int(level.group(1))]
+    assert (level.group(2), level.group(3)) == (f"{min(above):.2f}", f"{max(above):.2f}")
+    small_gemm = re.search(r"(\d\.\d\d)-(\d\.\d\d)x it at (\d+)³", text)
+    assert small_gemm
+    at = [v for (m, _), v in vs.items() if m == int(small_gemm.group(3))]
+    assert (small_gemm.group(1), small_gemm.group(2)) == (f"{min(at):.2f}", f"{max(at):.2f}")
 
 
 @pytest.mark.parametrize("chunks", [2, 4])

@@ -283,20 +283,20 @@ capstone.check_kernels()
 # `cupy.ascontiguousarray(a.T)`. Without one, it shows the committed H100 report instead and
 # says so, with CUTLASS's own `mma.sync` GEMM beside ours.
 #
-# On the H100 (`reports/capstone/REPORT.md`, 2026-11-26) the transpose runs at 97-120% of copy
+# On the H100 (`reports/capstone/REPORT.md`, 2026-11-26) the transpose runs at 97-119% of copy
 # bandwidth from 4096² up (past 100% at 16384² only because the copy itself ran slow there) and,
 # timed as CUDA graphs of back-to-back launches, at 2048², 8 MiB of data, 104%. The GEMM picks
 # its tiles by problem size (64x128 tiles of 4 warps at 1024³, where 128x256 tiles would leave
-# 100 of the 132 SMs idle; 128x256 from 2048³ up) and reaches 435-438 TFLOP/s at 4096³-8192³
-# with B row-major: 0.66 of the `mma.sync` ceiling (663 TFLOP/s, registers only), 1.00-1.03 of
-# CUTLASS's `mma.sync` GEMM (the best of its sweep) from 2048³ up (0.99-1.02 with B
-# column-major) and 1.48 at 1024³, and about two thirds of cuBLAS.
+# 100 of the 132 SMs idle; 128x256 from 2048³ up) and reaches 420-430 TFLOP/s at 4096³-8192³
+# with B row-major: 0.64-0.65 of the `mma.sync` ceiling (657 TFLOP/s, registers only), level
+# with CUTLASS's `mma.sync` GEMM (the best of its sweep) from 2048³ up (0.99-1.01, either side
+# of 1.00 from run to run) and 1.48-1.50x it at 1024³, and about two thirds of cuBLAS.
 #
 # <details><summary>What limits an mma.sync GEMM on this GPU</summary>
 #
 # From 2048³ up every GEMM, ours, CUTLASS's and cuBLAS's, ran at the board's power limit (the
 # limit named in every NVML sample; about 690 W at 8192³, where the report lists board power), the
-# SM clock held at 1.4-1.65 GHz, while the ceiling ran at 1.87 GHz. Nsight
+# SM clock held at 1.45-1.6 GHz, while the ceiling ran at 1.83-1.87 GHz. Nsight
 # Compute puts our tensor pipe 84% busy and CUTLASS's 85%, both at 0.25 `ldmatrix` per `mma`;
 # shared memory, L2 and DRAM are not the limit, and there are no bank conflicts. At that clock
 # 80% of the ceiling would need the tensor pipe 95% busy or more, more than any `mma.sync` kernel
@@ -337,8 +337,8 @@ capstone.performance()
 # capstone's 64x64 warp tile issues eight for thirty-two, a quarter per mma, because each A
 # fragment serves eight n8 tiles and each B fragment four m16 tiles. An SM's shared memory
 # delivers 128 bytes a cycle, so an `ldmatrix.x4` (512 bytes) takes it 4 cycles, while the
-# SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (the 663 TFLOP/s ceiling over
-# 132 SMs at 1.87 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of
+# SM's tensor cores finish an `mma.sync.m16n8k16` in about 1.5 (the 657 TFLOP/s ceiling over
+# 132 SMs at 1.83 GHz): at one load per mma the loads set the pace, at most about 1.5/4 of
 # the ceiling.
 # The 64x64 block tile also reads 2.7 times as many bytes of A and B from L2 per flop as the
 # capstone's 128x256.

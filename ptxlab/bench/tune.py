@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -160,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         configs = GEMM_SWEEP.get(n, ()) if args.by_size else candidate_configs()
         return [c for c in configs if not args.only or c.label in args.only]
 
-    out: dict = {"device": runs.device_info(), "sizes": args.sizes, "rounds": args.rounds,
+    out: dict = {"command": shlex.join(["python", "-m", "ptxlab.bench.tune",
+                                        *(sys.argv[1:] if argv is None else argv)]),
+                 "device": runs.device_info(), "sizes": args.sizes, "rounds": args.rounds,
                  "order": args.order, "warmup_ms": args.warmup_ms,
                  "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     print(out["device"], flush=True)
