@@ -212,6 +212,10 @@ _LARGE = (
     GemmConfig(stages=4, split_copies=True, group_m=16, l2_prefetch=256, b_col=True),
     GemmConfig(bk=32, stages=5, split_copies=True, group_m=16, b_col=True),
     GemmConfig(bk=128, stages=2, epi_rows=16, group_m=16, l2_prefetch=256, b_col=True),
+    # 16 warps of 32x64 or 64x32 warp tiles (128 registers): twice the warps to hide latency,
+    # at 0.375 ldmatrix per mma instead of 0.25 (the eighth sweep: 15-20% slower)
+    GEMM_BEST.replace(warps_m=4, warps_n=4), GEMM_BEST.replace(warps_n=8),
+    GEMM_BEST_B_COL.replace(warps_m=4, warps_n=4), GEMM_BEST_B_COL.replace(warps_n=8),
 )
 
 #: What the per-size sweep (``python -m ptxlab.bench.tune --by-size``) measures at each problem
@@ -237,8 +241,8 @@ GEMM_SWEEP: dict[int, tuple[GemmConfig, ...]] = {
 #: The configuration the benchmark runs at each problem size, per B layout (``False``:
 #: row-major, ``True``: column-major): the fastest correct, not noisy one of ``GEMM_SWEEP`` at
 #: that size in the sweeps of ``reports/capstone/sweep_2026-11-26/`` (``tune.fastest_by_size``
-#: of their tune.json, the later sweeps ``large/``, ``s3_2048/``, ``s4_4096/``, ``s5_4096/``,
-#: ``s6_2048/`` and ``s7_8192/`` for the sizes and layouts they measured; H100). At 1024^3,
+#: of their tune.json, the later sweeps ``large/``, ``s3_2048/`` to ``s8_4096/`` for the sizes
+#: and layouts they measured; H100). At 1024^3,
 #: 64x128 tiles of 4 warps put 128 blocks on the 132 SMs (249 / 246 TFLOP/s there, CUTLASS's
 #: best 168 / 164); from 2048^3 on, 128x256 tiles, with every kernel at the board's power limit
 #: and ours within 1-2% of CUTLASS's either way.
