@@ -47,15 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ours", action="append", default=[], metavar="FIELDS")
     p.add_argument("--peer", action="append", default=[], metavar="FIELDS")
     args = p.parse_args(argv)
-    if shutil.which("ncu") is None:
-        print("ncu (Nsight Compute) is not on PATH", file=sys.stderr)
-        return 2
     from ptxlab.bench import gemm_profile
     from ptxlab.bench.cutlass_peer import PeerConfig
     from ptxlab.bench.kernels import GemmConfig
 
     configs = ([parse_fields(GemmConfig, s) for s in args.ours]
                + [parse_fields(PeerConfig, s) for s in args.peer])
+    if not configs:
+        p.error("name at least one configuration (--ours or --peer)")
+    if shutil.which("ncu") is None:
+        print("ncu (Nsight Compute) is not on PATH", file=sys.stderr)
+        return 2
     profiles = []
     for cfg in configs:
         prof = gemm_profile.measure(cfg, args.size)

@@ -4,6 +4,9 @@ every variant of the course's small GEMM, every kernel option, and every configu
 benchmark can pick, at its own tile size."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -362,6 +365,21 @@ def test_a_noisy_figure_is_flagged_and_no_target_is_judged_on_it():
     res["cublas"][0].update(noisy=True)
     row = report.gemm_rows(res)[0]
     assert "target_met" not in row and "peer_target_met" not in row
+
+
+def test_the_counters_script_reads_configurations_before_it_needs_ncu(tmp_path):
+    import subprocess
+    import sys
+    script = Path(__file__).parents[1] / "scripts" / "gpu_gemm_counters.py"
+    def run(*args):
+        return subprocess.run([sys.executable, str(script), "--out", str(tmp_path), *args],
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PATH": str(tmp_path)})   # no ncu on it
+    bad = run("--ours", "b_col=1,bogus=2")
+    assert bad.returncode != 0 and "unknown field 'bogus' of GemmConfig" in bad.stderr
+    assert "at least one configuration" in run().stderr
+    good = run("--ours", "b_col=1", "--peer", "stages=4")
+    assert good.returncode == 2 and "ncu (Nsight Compute) is not on PATH" in good.stderr
 
 
 def test_profile_target_reads_both_kinds_of_configuration():
