@@ -7,6 +7,7 @@ class got 0 with an opaque reason.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,10 +42,12 @@ def released_course(tmp_path):
 def test_preflight_starts_a_sandboxed_kernel_and_launches(released_course, monkeypatch):
     _need_bwrap()
     monkeypatch.setenv("PTXLAB_SANDBOX", "bwrap")
+    before = set(Path(tempfile.gettempdir()).glob("ptxlab-preflight-*"))   # other runs' own
     result = preflight.run_preflight(released_course)
     assert result.ok, result.problem
     assert result.backend in ("gpu", "cpu") and result.device
-    assert not list(Path("/tmp").glob("ptxlab-preflight-*")), "the probe's folder is left behind"
+    left = set(Path(tempfile.gettempdir()).glob("ptxlab-preflight-*")) - before
+    assert not left, f"the probe's folder is left behind: {left}"
 
 
 def _site_of(module: str) -> Path:

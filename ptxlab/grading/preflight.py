@@ -242,8 +242,10 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     finally:
         # A kernel that never started leaves nbclient's exit hook with nothing to clean up.
         atexit.unregister(client._cleanup_kernel)
+        # The workers start their own launch services; none idles in the head. Stopped before
+        # the probe's folder is removed: one still writing there would leave it behind.
+        shutdown_launch_services()
         shutil.rmtree(work, ignore_errors=True)
-        shutdown_launch_services()     # the workers start their own; none idles in the head
     text = _outputs_text(nb)
     line = next((ln for ln in text.splitlines() if ln.startswith(_MARK)), "")
     if not line:
