@@ -28,16 +28,11 @@ if str(ROOT) not in sys.path:
 
 
 def parse_fields(cls, spec: str):
-    """``cls`` built from ``"key=value,key=value"`` (integer values, booleans as 0/1)."""
-    fields = cls().as_dict()
-    params = {}
-    for item in filter(None, spec.split(",")):
-        key, _, value = item.partition("=")
-        if key not in fields:
-            raise SystemExit(f"unknown field {key!r} of {cls.__name__} "
-                             f"(known: {', '.join(fields)})")
-        params[key] = type(fields[key])(int(value))
-    return cls(**params)
+    """``cls`` built from ``"key=value,key=value"`` (integer values, booleans as 0/1), read as
+    ``profile_target`` reads its ``KEY=VALUE`` arguments."""
+    from ptxlab.bench.profile_target import config_params
+
+    return cls(**config_params(cls, list(filter(None, spec.split(",")))))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -376,7 +376,7 @@ def test_the_counters_script_reads_configurations_before_it_needs_ncu(tmp_path):
                               capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PATH": str(tmp_path)})   # no ncu on it
     bad = run("--ours", "b_col=1,bogus=2")
-    assert bad.returncode != 0 and "unknown field 'bogus' of GemmConfig" in bad.stderr
+    assert bad.returncode != 0 and "unknown parameter 'bogus' of GemmConfig" in bad.stderr
     assert "at least one configuration" in run().stderr
     good = run("--ours", "b_col=1", "--peer", "stages=4")
     assert good.returncode == 2 and "ncu (Nsight Compute) is not on PATH" in good.stderr
@@ -385,10 +385,10 @@ def test_the_counters_script_reads_configurations_before_it_needs_ncu(tmp_path):
 def test_profile_target_reads_both_kinds_of_configuration():
     from ptxlab.bench import gemm_profile, profile_target
     from ptxlab.bench.cutlass_peer import PeerConfig
-    assert profile_target._params(PeerConfig, ["tb_m=256", "b_col=1"]) == {"tb_m": 256,
-                                                                           "b_col": True}
+    assert profile_target.config_params(PeerConfig, ["tb_m=256", "b_col=1"]) == {
+        "tb_m": 256, "b_col": True}
     with pytest.raises(SystemExit, match="unknown parameter 'bogus'"):
-        profile_target._params(GemmConfig, ["bogus=1"])
+        profile_target.config_params(GemmConfig, ["bogus=1"])
     target, kfilter = gemm_profile.target_args(PeerConfig(), 8192)
     assert target[:2] == ["--peer", "8192"] and kfilter == "regex:cutlass"
     target, kfilter = gemm_profile.target_args(GEMM_BEST, 4096)

@@ -6,12 +6,11 @@ import datetime as _dt
 import sys
 from pathlib import Path
 
+from .timing import GEMM_WARMUP_MS, ROUND_ORDERS
+
 DEFAULT_OUT = Path("reports/capstone")
 GEMM_SIZES = (1024, 2048, 4096, 8192)
 TRANSPOSE_SIZES = (2048, 4096, 8192, 16384)
-#: Warm-up of each GEMM before its timed samples (see ``timing.WARMUP_MS``), as in the sweeps
-#: that chose the configurations (``python -m ptxlab.bench.tune``).
-GEMM_WARMUP_MS = 300.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip CUTLASS's GEMM (built with nvcc from the CUTLASS headers)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="interleaved rounds of ours, CUTLASS and cuBLAS per size (default 5)")
-    parser.add_argument("--order", choices=("balanced", "rotate"), default="balanced",
+    parser.add_argument("--order", choices=ROUND_ORDERS, default="balanced",
                         help="order of the jobs in each round: balanced (every kernel follows "
                              "every other equally often; the default) or rotate (cyclic)")
     parser.add_argument("--warmup-ms", type=float, default=GEMM_WARMUP_MS,

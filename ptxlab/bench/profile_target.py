@@ -13,13 +13,17 @@ import sys
 from .kernels import GemmConfig
 
 
-def _params(cls, items: list[str]) -> dict:
+def config_params(cls, items: list[str]) -> dict:
+    """``KEY=VALUE`` items as the keyword arguments of ``cls`` (a GEMM or CUTLASS
+    configuration): integer values, each converted to the field's type; an unknown key ends
+    the program naming the known ones."""
     fields = cls().as_dict()
     params = {}
     for item in items:
         key, value = item.split("=", 1)
         if key not in fields:
-            raise SystemExit(f"unknown parameter {key!r} (known: {', '.join(fields)})")
+            raise SystemExit(f"unknown parameter {key!r} of {cls.__name__} "
+                             f"(known: {', '.join(fields)})")
         params[key] = type(fields[key])(int(value))
     return params
 
@@ -28,7 +32,7 @@ def _peer(size: int, items: list[str]) -> int:
     from . import cutlass_peer
     from .runs import _gemm_operands, cupy_module
 
-    cfg = cutlass_peer.PeerConfig(**_params(cutlass_peer.PeerConfig, items))
+    cfg = cutlass_peer.PeerConfig(**config_params(cutlass_peer.PeerConfig, items))
     lib = cutlass_peer.build([cfg])[cfg]
     if isinstance(lib, str):
         print(f"CUTLASS peer {cfg.label}: {lib}", file=sys.stderr)
@@ -65,7 +69,7 @@ def main(argv: list[str]) -> int:
     size = int(argv[0])
     from .runs import gemm_run
 
-    rec = gemm_run(GemmConfig(**_params(GemmConfig, argv[1:])), size, size, size, sets=1,
+    rec = gemm_run(GemmConfig(**config_params(GemmConfig, argv[1:])), size, size, size, sets=1,
                    time_it=False)
     print({k: rec[k] for k in ("config", "variant", "rel_error_vs_fp32", "correct")})
     return 0 if rec["correct"] else 1

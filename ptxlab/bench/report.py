@@ -97,6 +97,7 @@ def gemm_rows(res: dict) -> list[dict]:
     for r in res["gemm"]:
         size = r["m"]
         cb, cu = cublas.get(size), peer.get((size, r["variant"]))
+        paired = paired_ratios(res, r, cu)
         noisy = [who for who, x in (("ours", r), ("cuBLAS", cb), ("CUTLASS", cu)) if _noisy(x)]
         row = {"what": f"GEMM {r['variant']}", "size": f"{size}^3", "m": size,
                "variant": r["variant"], "min_ms": r.get("min_ms"),
@@ -112,8 +113,7 @@ def gemm_rows(res: dict) -> list[dict]:
                "cutlass": cu["tflops"] if cu else None,
                "cutlass_config": cu["config"] if cu else None,
                "vs_cutlass": r["tflops"] / cu["tflops"] if cu else None,
-               "vs_cutlass_rounds": paired_ratios(res, r, cu),
-               "vs_cutlass_interval": median_interval(paired_ratios(res, r, cu)),
+               "vs_cutlass_rounds": paired, "vs_cutlass_interval": median_interval(paired),
                "sm_clock_mhz": r.get("nvml_sm_clock_mhz"),
                "tflops_rounds": r.get("tflops_rounds")}
         # A ratio with a noisy figure on either side is no result: its target is not judged.
@@ -373,11 +373,11 @@ def _order_text(res: dict) -> str:
     return "in turn, round r starting with the r-th kernel"
 
 
-def _rounds_text(ratios: list[float] | None) -> str:
+def _rounds_text(r: dict) -> str:
+    ratios, band = r.get("vs_cutlass_rounds"), r.get("vs_cutlass_interval")
     if not ratios:
         return "-"
     import statistics
-    band = median_interval(ratios)
     inside = f"95% interval {band[0]:.3f} - {band[1]:.3f}, " if band else ""
     return (f"{statistics.median(ratios):.3f} ({inside}lowest {min(ratios):.3f}, highest "
             f"{max(ratios):.3f}, {len(ratios)} rounds)")
@@ -396,7 +396,7 @@ def _ratio_table(res: dict) -> list[str]:
         lim = " / ".join(x or "-" for x in (r["limit"], r["cutlass_limit"], r["cublas_limit"]))
         lines.append(f"| {r['size']} | {r['variant'].split(',')[0][2:]} | "
                      f"{ratio(r['vs_cutlass'], r, 'CUTLASS')} | "
-                     f"{_rounds_text(r.get('vs_cutlass_rounds'))} | "
+                     f"{_rounds_text(r)} | "
                      f"{ratio(r['vs_cublas'], r, 'cuBLAS')} | {r['vs_mma_peak']:.2f} | "
                      f"{_f(r['vs_mma_peak_vary'])} | {lim} |")
     return lines

@@ -15,7 +15,7 @@ from ..run import kernel_params, sources
 from ..run.ptx.errors import CompilerNotFound
 from .kernels import (DEFAULT_SMEM_LIMIT, GEMM_TOL_F16, GEMM_TOL_F32, GemmConfig,
                       TransposeConfig, mma_peak_source)
-from .timing import NOISY_SPREAD, WARMUP_MS, time_gpu
+from .timing import NOISY_SPREAD, ROUND_ORDERS, WARMUP_MS, balanced_orders, time_gpu
 
 
 def cupy_module():
@@ -267,37 +267,14 @@ def record_of(name: str, size: int, job) -> dict:
         return {"config": name, "m": size, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def balanced_orders(n: int) -> list[list[int]]:
-    """Orders of ``n`` jobs, one per round, in which every job runs once in every position and
-    right after every other job equally often (a Williams design: ``n`` orders for even ``n``,
-    ``2n`` for odd). A kernel at the power limit runs on the board its predecessor left (its
-    temperature, the clock the power controller settled at); with a fixed cyclic order each
-    kernel would always follow the same neighbour, and that neighbour's effect would be counted
-    as the kernel's own."""
-    if n <= 1:
-        return [list(range(n))]
-    first, lo, hi = [0], 1, n - 1
-    while len(first) < n:
-        first.append(lo if len(first) % 2 else hi)
-        lo, hi = (lo + 1, hi) if len(first) % 2 == 0 else (lo, hi - 1)
-    orders = [[(j + r) % n for j in first] for r in range(n)]
-    if n % 2:
-        orders += [list(reversed(o)) for o in orders]
-    return orders
-
-
-#: How :func:`in_rounds` orders the jobs of a round: ``rotate`` (round r starts with job r,
-#: the cyclic order kept) or ``balanced`` (:func:`balanced_orders`).
-ROUND_ORDERS = ("balanced", "rotate")
-
-
 def in_rounds(jobs, rounds: int, log=print, order: str = "balanced") -> list[dict]:
     """Run every job (``(name, size, callable returning a record)``) once per round, round
     after round, so that slow drift of the clock or temperature over a run falls on every
-    kernel alike. ``order`` (:data:`ROUND_ORDERS`): ``balanced`` runs round r in the r-th order
-    of :func:`balanced_orders`, so that over a whole number of its cycles every job takes every
-    position and follows every other job equally often; ``rotate`` starts round r at job r (mod
-    their number) and keeps the cyclic order, so each job always follows the same one. Each
+    kernel alike. ``order`` (``timing.ROUND_ORDERS``): ``balanced`` runs round r in the r-th
+    order of ``timing.balanced_orders``, so that over a whole number of its cycles every job
+    takes every position and follows every other job equally often; ``rotate`` starts round r
+    at job r (mod their number) and keeps the cyclic order, so each job always follows the
+    same one. Each
     record gets its ``round`` and ``position``. A job that raises becomes a record with the
     error (:func:`record_of`), and the others go on."""
     if order not in ROUND_ORDERS:
@@ -305,14 +282,10 @@ def in_rounds(jobs, rounds: int, log=print, order: str = "balanced") -> list[dic
     out = []
     jobs = list(jobs)
     n = len(jobs)
-    orders = balanced_orders(n)
+    orders = (balanced_orders(n) if order == "balanced"
+              else [list(range(r, n)) + list(range(r)) for r in range(n)] or [[]])
     for r in range(rounds):
-        if order == "balanced":
-            idx = orders[r % len(orders)]
-        else:
-            first = r % n if n else 0
-            idx = list(range(first, n)) + list(range(first))
-        for pos, j in enumerate(idx):
+        for pos, j in enumerate(orders[r % len(orders)]):
             name, size, job = jobs[j]
             rec = record_of(name, size, job)
             rec["round"] = r

@@ -122,9 +122,33 @@ def _capture(cp, stream, call: Callable[[int], None], batch: int, sets: int):
 
 
 #: Milliseconds a kernel runs before its timed samples: enough to load it and fill the caches.
-#: A GEMM at the board's power limit needs longer to reach the clock it holds for itself
-#: rather than the one its predecessor left (the benchmark's ``--warmup-ms``).
 WARMUP_MS = 50.0
+#: The warm-up of each GEMM in ``ptxlab bench`` and the sweeps (their ``--warmup-ms``): a GEMM at
+#: the board's power limit needs longer to reach the clock it holds for itself rather than the
+#: one its predecessor left.
+GEMM_WARMUP_MS = 300.0
+#: How interleaved rounds order their jobs (``runs.in_rounds``): ``balanced``
+#: (:func:`balanced_orders`) or ``rotate`` (round r starts with job r, the cyclic order kept).
+ROUND_ORDERS = ("balanced", "rotate")
+
+
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` jobs, one per round, in which every job runs once in every position and
+    right after every other job equally often (a Williams design: ``n`` orders for even ``n``,
+    ``2n`` for odd). A kernel at the power limit runs on the board its predecessor left (its
+    temperature, the clock the power controller settled at); with a fixed cyclic order each
+    kernel would always follow the same neighbour, and that neighbour's effect would be counted
+    as the kernel's own."""
+    if n <= 1:
+        return [list(range(n))]
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo if len(first) % 2 else hi)
+        lo, hi = (lo + 1, hi) if len(first) % 2 == 0 else (lo, hi - 1)
+    orders = [[(j + r) % n for j in first] for r in range(n)]
+    if n % 2:
+        orders += [list(reversed(o)) for o in orders]
+    return orders
 
 
 def time_gpu(call: Callable[[int], None], *, sets: int = 1, warmup_ms: float = WARMUP_MS,

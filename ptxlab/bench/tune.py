@@ -24,6 +24,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .timing import GEMM_WARMUP_MS, ROUND_ORDERS
+
 STEPS = ("peak", "cublas", "ours", "peer", "ncu")
 
 
@@ -134,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--order", choices=("balanced", "rotate"), default="balanced",
+    p.add_argument("--order", choices=ROUND_ORDERS, default="balanced",
                    help="order of the jobs in each round (runs.in_rounds)")
-    p.add_argument("--warmup-ms", type=float, default=300.0,
+    p.add_argument("--warmup-ms", type=float, default=GEMM_WARMUP_MS,
                    help="milliseconds each GEMM runs before it is timed")
     p.add_argument("--ncu-size", type=int, default=8192)
     p.add_argument("--skip", nargs="*", default=[], choices=STEPS)
