@@ -80,6 +80,17 @@ def test_capstone_figures_are_the_reports() -> None:
     assert level, "the capstone text quotes ours over CUTLASS from some size up"
     above = [v for (m, _), v in vs.items() if m >= int(level.group(1))]
     assert (level.group(2), level.group(3)) == (f"{min(above):.2f}", f"{max(above):.2f}")
+    # The course's own answer as a whole GEMM (exercise 3's k-loop), from some size up.
+    learner = re.search(r"landed on the H100: (\d+)-(\d+) TFLOP/s from (\d+)³ up, "
+                        r"(\d\.\d\d)-(\d\.\d\d) of the capstone GEMM", text)
+    assert learner, "the capstone text quotes where the course's own answer landed"
+    rows = [r for r in report["learner"] if r["m"] >= int(learner.group(3))]
+    ours = {g["m"]: g["tflops"] for g in report["gemm"] if g["variant"] == "B row-major, f16 out"}
+    rates = [r["tflops"] for r in rows]
+    shares = [r["tflops"] / ours[r["m"]] for r in rows]
+    assert (int(learner.group(1)), int(learner.group(2))) == (round(min(rates)),
+                                                              round(max(rates)))
+    assert (learner.group(4), learner.group(5)) == (f"{min(shares):.2f}", f"{max(shares):.2f}")
     small_gemm = re.search(r"(\d\.\d\d)-(\d\.\d\d)x it at (\d+)³", text)
     assert small_gemm
     at = [v for (m, _), v in vs.items() if m == int(small_gemm.group(3))]

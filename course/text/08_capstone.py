@@ -295,8 +295,8 @@ capstone.check_kernels()
 # <details><summary>What limits an mma.sync GEMM on this GPU</summary>
 #
 # From 2048³ up every GEMM, ours, CUTLASS's and cuBLAS's, ran at the board's power limit (the
-# limit named in every NVML sample; about 690 W at 8192³, where the report lists board power), the
-# SM clock held at 1.45-1.6 GHz, while the ceiling ran at 1.83-1.87 GHz. Nsight
+# limit named in every NVML sample; about 695-700 W at 8192³, where the report lists board power), the
+# SM clock held at 1.45-1.6 GHz, while the ceiling ran at 1.83-1.86 GHz. Nsight
 # Compute puts our tensor pipe 84% busy and CUTLASS's 85%, both at 0.25 `ldmatrix` per `mma`;
 # shared memory, L2 and DRAM are not the limit, and there are no bank conflicts. At that clock
 # 80% of the ceiling would need the tensor pipe 95% busy or more, more than any `mma.sync` kernel
@@ -328,8 +328,8 @@ capstone.performance()
 # on every k-tile of 64, copied with `cp.async` into two slots and swizzled by your
 # `tile_offset`. It checks the product on this notebook's backend (naming the warp, lane and
 # accumulator of a wrong element) and, with a GPU, times it beside the capstone GEMM and cuBLAS.
-# Without one it shows where the course's own answer landed on the H100: 120-124 TFLOP/s
-# from 2048³ up, about 0.28 of the capstone GEMM.
+# Without one it shows where the course's own answer landed on the H100: 118-122 TFLOP/s
+# from 2048³ up, 0.27-0.30 of the capstone GEMM.
 #
 # <details><summary>Why it is so much slower than the capstone GEMM</summary>
 #
