@@ -10,24 +10,35 @@ variable                          default  meaning
 ================================  =======  ===================================================
 ``PTXLAB_SANDBOX``                bwrap    ``bwrap``: learner kernels run in the sandbox;
                                            ``none``: limits only (trusted notebooks, no bwrap)
-``PTXLAB_CELL_TIMEOUT_S``         120      wall-clock limit of one notebook cell
+``PTXLAB_CELL_TIMEOUT_S``         120      wall-clock limit of one notebook cell (and of
+                                           one reading of a test cell's answers); set here
+                                           only, the course's config leaves it alone
 ``PTXLAB_KERNEL_MEMORY_MB``       4096     memory limit of a notebook's kernel
 ``PTXLAB_KERNEL_DISK_MB``         512      what a notebook's working folder may hold, MiB;
                                            past it its cell gets "Disk quota exceeded"
 ``PTXLAB_SANDBOX_WATCH_S``        0.1      how often the grader measures each sandbox from
                                            outside (memory of all its processes, all it
                                            wrote, its processes); ``0``: never (trusted only)
+``PTXLAB_LIMIT_ENFORCEMENT``      auto     ``auto``: memory (tmpfs and shared memory
+                                           included), processes and an equal CPU share are
+                                           held by the kernel's cgroup controllers per
+                                           submission where this account may make groups,
+                                           else by the watch; ``cgroup``: refuse to grade
+                                           without them; ``watch``: the watch alone
 ``PTXLAB_KERNEL_MEMORY_MODE``     auto     ``address_space``, ``resident`` or ``auto``
                                            (resident when the kernel gets a GPU)
 ``PTXLAB_LAUNCH_TIMEOUT_S``       60       wall-clock limit of one learner kernel launch (at
                                            most half the cell limit is used)
 ``PTXLAB_LAUNCH_MEMORY_MB``       4096     host memory of one isolated kernel launch
-``PTXLAB_LAUNCH_GPU_MEMORY_MB``   0        GPU memory one launch may allocate (0: no limit)
+``PTXLAB_LAUNCH_GPU_MEMORY_MB``   0        GPU memory a worker's launches may allocate (0: an
+                                           equal share of 90% of the GPU per worker)
 ``PTXLAB_WARM_LAUNCHES``          on       ``on``: a worker's launches run in one warm launch
                                            service (one CUDA context, one compile cache),
                                            cleared between students; ``off``: a fresh process
                                            per launch; ``auto``: on only when kernels get a GPU
 ``PTXLAB_SANDBOX_HIDE``                    more paths the sandbox must hide (``:``-separated)
+``PTXLAB_SANDBOX_UID``            60000    the uid (``UID`` or ``UID:GID``) each sandbox runs
+                                           as when the grader is root (unused otherwise)
 ``PTXLAB_GRADING_GPU``            1        ``0`` keeps the GPU out of the sandbox
 ``PTXLAB_PRESTART_KERNELS``       1        ``0``: start each notebook's kernel on demand
 ``PTXLAB_MAX_OUTPUT_KB``          1000     output a graded cell keeps, kB (images included)
@@ -58,6 +69,17 @@ def _env(name, default):
 #                     (kernel answers launched here on fresh values), into the test cells
 #   BackendNotes      the feedback says where the kernels ran
 # then nbgrader's own steps save the judge's scores.
+#
+# Before them, nbgrader's sanitizing steps, with one change: a cell that appears more than once
+# (copied and pasted) is graded as its first copy, the later copies as plain cells
+# (KeepFirstCopies), where nbgrader's DeduplicateIds would leave metadata its own check refuses.
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "ptxlab.grading.duplicate_cells.KeepFirstCopies",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
 c.Autograde.autograde_preprocessors = [
     "ptxlab.grading.learner_metadata.DropLearnerMetadata",
     "ptxlab.grading.judge_steps.DrawQuestions",
@@ -78,6 +100,9 @@ c.Autograde.autograde_preprocessors = [
 c.ExchangeFactory.collect = "ptxlab.grading.exchange.LinkSafeCollect"
 c.ExchangeFactory.release_feedback = "ptxlab.grading.exchange.LinkSafeReleaseFeedback"
 
+# The one place the cell limit is set (autograder/README.md, "Limits", documents this figure).
+# A grading run's cells are the learner's Python: kernel answers are launched by the judge, under
+# the launch limit, outside the cell. Ten cells stopped at it fit well within --submission-timeout.
 c.Execute.timeout = int(_env("PTXLAB_CELL_TIMEOUT_S", "120"))
 c.Execute.interrupt_on_timeout = True
 c.SandboxedExecute.kill_grace_s = 5
@@ -90,6 +115,9 @@ c.SandboxedKernelManager.gpu = _env("PTXLAB_GRADING_GPU", "1") == "1"
 c.SandboxedKernelManager.kernel_memory_mb = int(_env("PTXLAB_KERNEL_MEMORY_MB", "4096"))
 c.SandboxedKernelManager.disk_quota_mb = int(_env("PTXLAB_KERNEL_DISK_MB", "512"))
 c.SandboxedKernelManager.watch_interval_s = float(_env("PTXLAB_SANDBOX_WATCH_S", "0.1"))
+# Memory, processes and CPU share held by the kernel's cgroup controllers, per submission,
+# where this account may make groups ('auto'); 'cgroup' refuses to grade without them.
+c.SandboxedKernelManager.limit_enforcement = _env("PTXLAB_LIMIT_ENFORCEMENT", "auto")
 c.SandboxedKernelManager.kernel_memory_mode = _env("PTXLAB_KERNEL_MEMORY_MODE", "auto")
 c.SandboxedKernelManager.launch_timeout_s = float(_env("PTXLAB_LAUNCH_TIMEOUT_S", "60"))
 c.SandboxedKernelManager.launch_memory_mb = int(_env("PTXLAB_LAUNCH_MEMORY_MB", "4096"))

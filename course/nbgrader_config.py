@@ -5,9 +5,10 @@ in ``text/`` by ``scripts/course_build.py``. Learner code only calls the ``ptxla
 released notebook needs nothing beside it.
 
 The grading settings (sandboxed kernels, time and memory limits, isolated kernel launches) live
-in ``autograder/nbgrader_config.py``; they are loaded at the end when that file is found beside
-this folder or at ``$PTXLAB_GRADING_CONFIG``, so the stock ``nbgrader autograde`` grades with
-them too. A copy of this file elsewhere, without either, is plain nbgrader.
+in ``autograder/nbgrader_config.py`` and nowhere else (this file sets none of them, so the
+limits its table documents are the ones that hold); they are loaded at the end when that file is
+found beside this folder or at ``$PTXLAB_GRADING_CONFIG``, so the stock ``nbgrader autograde``
+grades with them too. A copy of this file elsewhere, without either, is plain nbgrader.
 """
 import os
 from pathlib import Path
@@ -30,6 +31,3 @@ _grading = Path(os.environ.get("PTXLAB_GRADING_CONFIG") or HERE.parent / "autogr
 if _grading.is_file():
     load_subconfig(str(_grading))  # noqa: F821 - provided by nbgrader when it loads this file
 
-# Kernel cells run on the CPU model where there is no GPU; leave them time (a cell's limit for
-# the grader can still be set with PTXLAB_CELL_TIMEOUT_S).
-c.Execute.timeout = int(os.environ.get("PTXLAB_CELL_TIMEOUT_S") or 600)

@@ -138,6 +138,28 @@ def test_nothing_reached_solutions_gradebook_or_neighbours(graded):
     assert float(graded["rows"]["good_solution"]["score"]) == 12
 
 
+def test_the_sandbox_shows_nothing_that_is_not_the_learners(graded):
+    """Not the course root's files (the grader works in it), not the sandbox's options (on its
+    first process's command line), not the machine's /etc."""
+    import nbformat
+
+    nb = nbformat.read(str(graded["root"] / "autograded" / "look_around" / ASSIGNMENT /
+                           attacks.NOTEBOOK), as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.outputs)
+    assert "LOOKED AROUND 0 []" in text, text[-2000:]
+
+
+def test_a_forged_stop_note_stays_the_students_words(graded):
+    """The kernel's stop note became the row's reason word for word: a notebook could write
+    "not graded (infrastructure): ..." there. Now it is quoted after whose words they are,
+    and the row is graded, with every point the notebook earned before it stopped."""
+    row = graded["rows"]["forged_stop_note"]
+    assert row["status"] == "graded" and not row["reason"].startswith("not graded"), row
+    quoted = row["reason"].index("in the notebook's own words")
+    assert "not graded (infrastructure)" not in row["reason"][:quoted], row["reason"]
+
+
 def test_limits_held(graded):
     root = graded["root"]
     graded_nb = root / "autograded" / "huge_images" / ASSIGNMENT / attacks.NOTEBOOK

@@ -98,11 +98,38 @@ def test_global_nbgrader_config_names_exchange_and_course():
 def test_course_config_loads_the_grading_settings():
     cfg = _load(REPO / "course" / "nbgrader_config.py")
     assert "ptxlab.grading.execute.SandboxedExecute" in cfg.Autograde.autograde_preprocessors
-    assert cfg.Execute.timeout == 600 and cfg.CourseDirectory.course_id == "ptx-matrix-lab"
+    assert cfg.Execute.timeout == 120 and cfg.CourseDirectory.course_id == "ptx-matrix-lab"
     cfg = _load(REPO / "course" / "nbgrader_config.py", PTXLAB_CELL_TIMEOUT_S="45",
                 PTXLAB_LAUNCH_GPU_MEMORY_MB="512")
     assert cfg.Execute.timeout == 45
     assert cfg.SandboxedKernelManager.launch_gpu_memory_mb == 512
+
+
+def test_the_documented_limits_are_the_ones_that_hold(monkeypatch):
+    """The cell limit the README's table and the grading config's own table give is the one
+    stock ``nbgrader autograde`` (the course's config) and ``ptxlab grade`` (the grading config,
+    then the course's) grade with; the submission limit and the grader's allowance after it are
+    the figures the README gives."""
+    import argparse
+
+    from ptxlab.grading import cli, worker_handle
+    from ptxlab.grading.grading_worker import load_grading_config
+
+    for name in ("PTXLAB_CELL_TIMEOUT_S", "PTXLAB_GRADING_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    readme = (AUTOGRADER / "README.md").read_text()
+    documented = int(re.search(r"^\| `PTXLAB_CELL_TIMEOUT_S` \| (\d+)[^|]*\|", readme, re.M)[1])
+    tabled = int(re.search(r"^``PTXLAB_CELL_TIMEOUT_S``\s+(\d+)\s",
+                           (AUTOGRADER / "nbgrader_config.py").read_text(), re.M)[1])
+    stock = _load(REPO / "course" / "nbgrader_config.py").Execute.timeout
+    ours = load_grading_config(REPO / "course").Execute.timeout
+    assert documented == tabled == stock == ours, (documented, tabled, stock, ours)
+    assert f"ran past the cell limit of {documented} s" in readme
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    submission = parser.get_default("submission_timeout")
+    assert re.search(rf"^\| `--submission-timeout` \| {submission:g} s \|", readme, re.M)
+    assert f"have {worker_handle.GRADER_ALLOWANCE_S:g} s more" in readme
 
 
 def _unit(name: str) -> configparser.ConfigParser:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ptxlab.grading import sandbox
+from ptxlab.grading.sandbox_account import hand_over, sandbox_account
 
 PROBE = r'''
 import json, os, socket, sys
@@ -59,6 +60,7 @@ def _course(tmp: Path) -> tuple[Path, Path]:
 
 
 def _probe(policy: sandbox.SandboxPolicy, course: Path, work: Path) -> dict:
+    hand_over(work, sandbox_account())           # as the kernel manager does
     env = {"PATH": "/usr/bin:/bin", "GRADER_SECRET": "nope"}
     inner_env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     argv = sandbox.sandbox_argv(policy, [sys.executable, "-c", PROBE, str(course), str(work)],
@@ -72,10 +74,14 @@ def test_sandbox_blocks_course_and_network(tmp_path):
     _need_bwrap()
     course, work = _course(tmp_path)
     # Mount the course's parent read-only on purpose: the hidden list must still cover it.
+    # (Readable by all, as a mounted folder must be for a sandbox that is not the grader's uid.)
+    tmp_path.chmod(0o755)
     policy = sandbox.SandboxPolicy(workdir=work, hidden=[course], extra_readonly=[tmp_path],
                                    gpu=False)
     r = _probe(policy, course, work)
-    assert r["uid"] == sandbox.SANDBOX_UID and r["secret_env"] is None
+    account = sandbox_account()
+    assert r["uid"] == (account.uid if account else sandbox.SANDBOX_UID)
+    assert r["secret_env"] is None
     for name in ("read_solution", "read_gradebook", "write_gradebook", "read_other_student"):
         assert r[name] in ("FileNotFoundError", "PermissionError", "OSError"), (name, r[name])
     assert r["write_outside"] in ("OSError", "PermissionError", "FileNotFoundError")
@@ -349,3 +355,149 @@ def test_path_checks_agree_with_the_plain_definition_on_random_trees():
         ps = sandbox._PathSet(paths)
         assert ps.holds(probe) == any(_naive_within(probe, p) for p in paths)
         assert ps.inside(probe) == any(_naive_within(p, probe) for p in paths)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing readable that is not the learner's
+# ---------------------------------------------------------------------------------------------
+
+def _course_root_with_instructor_files(tmp: Path) -> Path:
+    course, _ = _course(tmp)
+    (course / "nbgrader_config.py").write_text("c.CourseDirectory.course_id = 'SECRET'\n")
+    (course / "answer_key.py").write_text("ANSWERS = 'SECRET'\n")
+    (course / "solutions").mkdir()
+    (course / "solutions" / "__init__.py").write_text("KEY = 'SECRET'\n")
+    return course
+
+
+def test_the_graders_working_folder_gives_the_sandbox_nothing(tmp_path, monkeypatch):
+    """``ptxlab grade`` runs in the course root, and ``python -m`` puts that folder on
+    ``sys.path``: its ``nbgrader_config.py`` and any instructor module beside it were mounted
+    into every sandbox as "importable children"."""
+    course = _course_root_with_instructor_files(tmp_path)
+    instructor = {course / "nbgrader_config.py", course / "answer_key.py", course / "solutions"}
+    monkeypatch.chdir(course)
+    monkeypatch.syspath_prepend(str(course))
+    work = tmp_path / "work"
+    paths = set(sandbox.python_readonly_paths(work, []))
+    assert not instructor & paths and course not in paths
+    # ...nor where the course root is on the path without being the working folder
+    monkeypatch.chdir(tmp_path)
+    paths = set(sandbox.python_readonly_paths(work, [course]))
+    assert not instructor & paths and course not in paths
+
+
+def test_a_sandboxed_process_cannot_read_the_course_roots_files(tmp_path, monkeypatch):
+    _need_bwrap()
+    course = _course_root_with_instructor_files(tmp_path)
+    work = course / "autograded" / "alice" / "ps1"
+    monkeypatch.chdir(course)
+    monkeypatch.syspath_prepend(str(course))
+    policy = sandbox.SandboxPolicy(workdir=work, hidden=[course], gpu=False)
+    out = _started(policy, "import os, sys\n"
+                           "for name in ('nbgrader_config.py', 'answer_key.py', 'solutions'):\n"
+                           "    print(name, os.path.exists(os.path.join(sys.argv[1], name)))\n",
+                   str(course))
+    assert out.split() == ["nbgrader_config.py", "False", "answer_key.py", "False",
+                           "solutions", "False"], out
+
+
+def _started(policy: sandbox.SandboxPolicy, code: str, *args: str) -> str:
+    """Run ``code`` in a sandbox started as the kernel manager starts one (the working folder
+    handed to the sandbox's account, bwrap's options on a file descriptor); its output."""
+    hand_over(policy.workdir, sandbox_account())
+    repo = str(Path(__file__).resolve().parents[1])
+    start = sandbox.sandbox_launch(policy, [sys.executable, "-c", code, *args],
+                                   env={"PATH": "/usr/bin:/bin", "PYTHONPATH": repo})
+    try:
+        out = subprocess.run(start.argv, pass_fds=start.pass_fds, capture_output=True,
+                             text=True, env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    finally:
+        start.close()
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_the_sandboxs_first_process_shows_no_option(tmp_path):
+    """bwrap is the sandbox's PID 1, and its command line was readable there: every mount,
+    every hidden path covered, every ``--setenv`` value."""
+    _need_bwrap()
+    course, work = _course(tmp_path)
+    exchange = tmp_path / "exchange-of-the-class"
+    exchange.mkdir()
+    tmp_path.chmod(0o755)
+    policy = sandbox.SandboxPolicy(workdir=work, hidden=[course, exchange],
+                                   extra_readonly=[tmp_path], gpu=False)
+    seen = _started(policy, "print(open('/proc/1/cmdline', 'rb').read().decode())")
+    words = seen.split("\0")
+    assert exchange.name not in seen and str(course / "source") not in seen, seen
+    assert "--ro-bind" not in words and "--tmpfs" not in words, seen
+    assert words[1:3] == ["--args", words[2]] and words[2].isdigit(), seen
+    assert "PYTHONPATH" not in seen
+
+
+def test_the_sandboxs_etc_holds_only_what_a_kernel_reads(tmp_path):
+    """The machine's whole /etc was mounted: its accounts, its host names, its keys."""
+    from ptxlab.grading import sandbox_etc
+
+    _need_bwrap()
+    course, work = _course(tmp_path)
+    policy = sandbox.SandboxPolicy(workdir=work, hidden=[course], gpu=False)
+    code = ("import json, os, pwd\n"
+            "print(json.dumps({'etc': sorted(os.listdir('/etc')), "
+            "'passwd': open('/etc/passwd').read(), 'hosts': open('/etc/hosts').read(), "
+            "'me': pwd.getpwuid(os.getuid()).pw_name, 'home': os.path.expanduser('~')}))\n")
+    seen = json.loads(_started(policy, code).splitlines()[-1])
+    allowed = {"passwd", "group", "hosts", "hostname", "nsswitch.conf", *(
+        Path(p).name for pattern in sandbox_etc.ETC_KEPT for p in Path("/etc").glob(pattern))}
+    assert set(seen["etc"]) <= allowed, set(seen["etc"]) - allowed
+    assert not {"shadow", "ssh", "ssl", "crontab", "jupyter", "hosts.allow"} & set(seen["etc"])
+    lines = seen["passwd"].splitlines()
+    account = sandbox_account()
+    uid = account.uid if account else sandbox.SANDBOX_UID
+    assert len(lines) == 1 and lines[0].split(":")[2] == str(uid), lines
+    assert seen["me"] == "sandbox"
+    assert "localhost" in seen["hosts"] and len(seen["hosts"].splitlines()) == 3
+
+
+WHO = r'''
+import json, os
+with open("written-inside.txt", "w") as fh:
+    fh.write("x")
+caps = {line.split(":")[0]: int(line.split()[1], 16) for line in open("/proc/self/status")
+        if line.startswith(("CapEff", "CapPrm", "CapAmb"))}
+try:
+    os.setuid(0)
+    regained = True
+except OSError:
+    regained = False
+print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+                  "caps": caps, "regained": regained}))
+'''
+
+
+def test_a_root_grader_runs_the_sandbox_as_a_uid_of_its_own(tmp_path):
+    """Started by root, bwrap mapped the sandbox's ``nobody`` to root: what the notebook wrote
+    was root's. Now the sandbox is set up as root and runs as an unprivileged uid of its own,
+    with no capability left."""
+    _need_bwrap()
+    account = sandbox_account()
+    if account is None:
+        pytest.skip("the grader is not root here: bwrap maps the sandbox to this account")
+    course, work = _course(tmp_path)
+    policy = sandbox.SandboxPolicy(workdir=work, hidden=[course], gpu=False)
+    seen = json.loads(_started(policy, WHO).splitlines()[-1])
+    written = (work / "written-inside.txt").stat()
+    assert (written.st_uid, written.st_gid) == (account.uid, account.gid) != (0, 0)
+    assert (seen["uid"], seen["gid"], seen["groups"]) == (account.uid, account.gid, [])
+    assert seen["caps"] == {"CapPrm": 0, "CapEff": 0, "CapAmb": 0} and not seen["regained"]
+
+
+def test_an_unprivileged_grader_says_the_sandbox_is_its_own_account():
+    """Without root (and without subordinate ids) nothing can map the sandbox elsewhere: the
+    grader says so where it reports how its limits are enforced."""
+    from ptxlab.grading.sandbox_account import SandboxAccount, describe_account
+
+    text = describe_account(None)
+    assert "grading account" in text and "subordinate ids" in text
+    assert "uid 60000" in describe_account(SandboxAccount(60000, 60000))

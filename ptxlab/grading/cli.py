@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-failed", action="store_true",
                         help="regrade students whose last attempt timed out or crashed")
     parser.add_argument("--submission-timeout", type=float, default=1800.0, metavar="SECONDS",
-                        help="wall-clock limit of one submission (default 1800)")
+                        help="what one notebook's cells may take together; past it the "
+                             "running cell is interrupted and the answers that ran before it "
+                             "are graded (default 1800)")
     parser.add_argument("--grading-config", type=Path, default=None,
                         help="grading settings loaded before the course's nbgrader_config.py "
                              "(default: autograder/nbgrader_config.py)")
@@ -68,12 +70,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     def preflight() -> None:
         """While the workers start: one sandboxed kernel and one launch, as grading does."""
-        check = run_preflight(course, args.grading_config, assignment=args.assignment)
+        check = run_preflight(course, args.grading_config, assignment=args.assignment,
+                              workers=args.workers)
         if not check.ok:
             raise PreflightFailed(check.problem)
         how = " through the warm launch service" if check.route == "service" else ""
         print(f"preflight: a grading kernel started and ran a probe launch on {check.where}"
               f"{how} in {check.seconds:.1f} s", file=sys.stderr)
+        for line in check.limits.splitlines():
+            print(f"preflight: {line}", file=sys.stderr)
         if check.warning:
             print(f"preflight warning: {check.warning}", file=sys.stderr)
 

@@ -113,7 +113,8 @@ class _LocalCourse:
             self._started += 1
             index = self._started
         command = worker_handle.worker_command(self.root, self.bundle.assignment,
-                                                self.grading_config, self.db_url)
+                                                self.grading_config, self.db_url,
+                                                self.bundle.submission_timeout_s)
         log = open(self.out_dir / "workers.log", "a")
         try:
             return worker_handle.WorkerProcess(command, index, log)
@@ -138,13 +139,15 @@ class _LocalCourse:
 
     def grade(self, student: str, submitted_at: str) -> StudentOutcome:
         """One student, with the rules of the batch on one machine: a worker that dies is
-        replaced and the student tried once more; past the limit the student gets a timeout."""
+        replaced and the student tried once more; a worker still grading well past the
+        submission limit (which it enforces on the notebook) is stopped, and the student gets
+        a timeout."""
         deaths = 0
         limit = self.bundle.submission_timeout_s
         while True:
             w = self._take()
             w.send(student)
-            got = w.wait_outcome(limit)
+            got = w.wait_outcome(worker_handle.watchdog_s(limit))
             if isinstance(got, StudentOutcome):
                 self._give_back(w)
                 return got

@@ -36,17 +36,17 @@ from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer
+from traitlets import Bool, Float, Integer
 
-from . import judge, step_times
+from . import judge, run_limits, step_times
 from .machine_faults import KernelStartFailed
 from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
 from .launch_service_pool import shutdown_launch_services
 from .sandbox_client import OFF_STOP_NOTE
+from .stop_notes import kernel_stop_reason
 from ..run.errors import UntrustedFile
 from ..run.launch_log import read_launch_log
-from ..run.untrusted_files import read_regular
 from ..teach import answers
 
 __all__ = ["SandboxedExecute", "SandboxedKernelManager", "KERNEL_DIED", "KERNEL_STOPPED",
@@ -109,6 +109,11 @@ class SandboxedExecute(Execute):
                                    "answers the notebook hands back as data (learner code "
                                    "never judges itself); off: the test cells' own outcome, "
                                    "as stock nbgrader")
+    submission_timeout_s = Float(0.0, config=True,
+                                 help="seconds all of a notebook's cells may take together "
+                                      "(0: no limit); past it the running cell is "
+                                      "interrupted, the rest is not run, and what ran before "
+                                      "is graded")
     #: The notebook being run is judged outside (its test cells grade exercises): its kernel
     #: gets the client-only ``ptxlab``. A notebook whose tests are plain code keeps the real
     #: package, and its test cells decide, as in stock nbgrader.
@@ -202,45 +207,118 @@ class SandboxedExecute(Execute):
         launches = self.resources.setdefault(LAUNCHES_KEY, [])
         with self._kernel_started():
             step_times.add("kernel start", time.perf_counter() - started)
-            cells_started, handed_back = time.perf_counter(), 0.0
-            # A notebook judged outside launches nothing (its ptxlab is the client): the grader
-            # reads no file of its sandbox.
-            log_path = None if self._judged_outside else getattr(self.km, "launch_log", None)
-            offset = 0
-            for index, cell in enumerate(self.nb.cells):
-                try:
-                    self.preprocess_cell(cell, resources, index)
-                except (DeadKernelError, CellTimeoutError) as exc:
-                    self._give_up_from(index, exc)
-                    if plan is not None:
-                        plan.lost.update({s.key: "the notebook's kernel was lost before the "
-                                          "test cell of this answer ran (see the cell that "
-                                          "stopped it)" for s in plan.slots
-                                          if s.key not in plan.replies})
-                    break
-                finally:
-                    if log_path is not None:
-                        try:
-                            records, offset = read_launch_log(log_path, offset)
-                        except UntrustedFile as exc:    # the notebook replaced its log
-                            self.nb.cells[index].setdefault("outputs", []).append(
-                                _error_output(UNTRUSTED_FILE, f"the launch log {exc.reason}; "
-                                              "it is not read any more"))
-                            records, log_path = [], None
-                        if records:
-                            launches.append((index, records))
-                if plan is not None and self._judged_outside:
-                    due = plan.slots_of(cell)
-                    if due:
-                        asked = time.perf_counter()
-                        self._ask(plan, due)
-                        handed_back += time.perf_counter() - asked
+            cells_started = time.perf_counter()
+            handed_back = self._run_cells(plan, resources, launches)
             step_times.add("notebook cells", time.perf_counter() - cells_started - handed_back)
             step_times.add("answers handed back", handed_back)
             stopping = time.perf_counter()
         step_times.add("kernel stop", time.perf_counter() - stopping)
         self.set_widgets_metadata()
         return self.nb, self.resources
+
+    def _run_cells(self, plan: judge.GradingPlan | None, resources, launches: list) -> float:
+        """Run the notebook's cells in order, the judge's questions right after each test cell,
+        until the end, a lost kernel or the submission limit; returns the seconds spent
+        handing answers back."""
+        self._clock = run_limits.RunClock(self.timeout, self.submission_timeout_s)
+        self._timed_out: dict[int, tuple[NotebookNode, str]] = {}
+        handed_back = 0.0
+        # A notebook judged outside launches nothing (its ptxlab is the client): the grader
+        # reads no file of its sandbox.
+        log_path = None if self._judged_outside else getattr(self.km, "launch_log", None)
+        offset = 0
+        for index, cell in enumerate(self.nb.cells):
+            if self._clock.expired():
+                self._stop_at_submission_limit(index, plan, ran=False)
+                break
+            try:
+                self.preprocess_cell(cell, resources, index)
+            except (DeadKernelError, CellTimeoutError) as exc:
+                self._give_up_from(index, exc)
+                if self._stopped_by(cell) == "submission":
+                    self._stop_at_submission_limit(index, plan, ran=True)
+                elif plan is not None:
+                    plan.lost.update({s.key: "the notebook's kernel was lost before the "
+                                      "test cell of this answer ran (see the cell that "
+                                      "stopped it)" for s in plan.slots
+                                      if s.key not in plan.replies})
+                break
+            finally:
+                log_path, offset = self._read_launches(log_path, offset, index, launches)
+            if self._stopped_by(cell) == "submission":
+                self._stop_at_submission_limit(index, plan, ran=True)
+                break
+            due = plan.slots_of(cell) if plan is not None and self._judged_outside else []
+            if due:
+                asked = time.perf_counter()
+                self._ask(plan, due, run_limits.cell_name(cell, index))
+                handed_back += time.perf_counter() - asked
+                if self._clock.expired():
+                    self._stop_at_submission_limit(index, plan, ran=True)
+                    break
+        return handed_back
+
+    def _read_launches(self, log_path: Path | None, offset: int, index: int,
+                       launches: list) -> tuple[Path | None, int]:
+        """The kernel launches cell ``index`` recorded in the launch log (read as untrusted);
+        ``(None, offset)`` once the notebook replaced its log."""
+        if log_path is None:
+            return None, offset
+        try:
+            records, offset = read_launch_log(log_path, offset)
+        except UntrustedFile as exc:    # the notebook replaced its log
+            self.nb.cells[index].setdefault("outputs", []).append(
+                _error_output(UNTRUSTED_FILE, f"the launch log {exc.reason}; "
+                              "it is not read any more"))
+            return None, offset
+        if records:
+            launches.append((index, records))
+        return log_path, offset
+
+    # -- the two time limits ------------------------------------------------------------------
+
+    def _get_timeout(self, cell):
+        # Each cell gets the cell limit, or what is left of the submission limit if less.
+        timeout = super()._get_timeout(cell)
+        clock = getattr(self, "_clock", None)
+        return timeout if clock is None or cell is None else clock.timeout_for(timeout)
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        # Which limit ran out is decided here, when it does, and the cell says so later.
+        clock = getattr(self, "_clock", None)
+        if clock is not None and cell is not None:
+            self._timed_out[id(cell)] = (cell, clock.which_fired())   # the cell kept: its id too
+        return await super()._async_handle_timeout(timeout, cell)
+
+    def _stopped_by(self, cell) -> str | None:
+        """Which limit stopped ``cell`` (``"cell"``, ``"submission"``), or ``None``."""
+        entry = getattr(self, "_timed_out", {}).get(id(cell))
+        return entry[1] if entry is not None and entry[0] is cell else None
+
+    def _stop_at_submission_limit(self, index: int, plan: judge.GradingPlan | None, *,
+                                  ran: bool) -> None:
+        """End the run at the submission limit, in cell ``index`` (``ran``) or before it: the
+        cells after it are marked as not run, the answers not read yet say why, and the test
+        cells graded from what ran before it are named for the row."""
+        limit = self._clock.submission_limit_s or 0
+        name = run_limits.cell_name(self.nb.cells[index], index)
+        where = f"in {name}" if ran else f"before {name}"
+        for later in self.nb.cells[index + 1 if ran else index:]:
+            if later.cell_type == "code":
+                later.outputs = [_error_output(
+                    NOT_RUN, f"not run: the submission limit of {limit:g} s ran out {where}")]
+        if plan is not None and self._judged_outside:
+            why = (f"the submission limit of {limit:g} s ran out {where}, before this answer "
+                   "was read")
+            plan.lost.update({s.key: plan.lost.get(s.key) or why for s in plan.slots
+                              if s.key not in plan.replies})
+            unread = {s.cell for s in plan.slots if s.key not in plan.replies}
+            graded = [judge.grade_id(c) for c in self.nb.cells[:index + 1]
+                      if judge.is_test_cell(c) and judge.grade_id(c) not in unread]
+        else:                           # the test cells decide: those that ran to their end
+            graded = [judge.grade_id(c) for c in self.nb.cells[:index] if judge.is_test_cell(c)]
+        run_limits.record_stop(self.nb, limit, where, graded)
+        self.log.warning("Submission limit of %g s reached %s", limit, where)
 
     @contextlib.contextmanager
     def _kernel_started(self):
@@ -265,10 +343,16 @@ class SandboxedExecute(Execute):
             raise KernelStartFailed(f"{type(exc).__name__}: {exc}") from exc
 
     def on_cell_executed(self, **kwargs):
+        # A cell stopped at a limit says which limit and its figure, not the interrupt.
+        cell = kwargs.get("cell")
+        which = self._stopped_by(cell)
+        if which is not None:
+            super().on_cell_executed(**kwargs)
+            run_limits.reword_interrupt(cell, self._clock, which)
+            return None
         # In a notebook judged outside, a cell (never a test cell) that stopped only at a
         # picture or a run switched off for grading ends with the client's note, not an error
         # the feedback would blame on the learner.
-        cell = kwargs.get("cell")
         if (self._judged_outside and cell is not None and not judge.is_test_cell(cell)
                 and _stopped_at_off(cell)):
             return None
@@ -276,14 +360,16 @@ class SandboxedExecute(Execute):
 
     # -- the judge's questions, put to the notebook ---------------------------------------------
 
-    def _ask(self, plan: judge.GradingPlan, slots: list[answers.AnswerSlot]) -> None:
+    def _ask(self, plan: judge.GradingPlan, slots: list[answers.AnswerSlot],
+             after: str = "") -> None:
         """Put the judge's questions for ``slots`` to the notebook now (right after their test
-        cell) and keep its replies in ``plan``; ask again, at most :data:`FOLLOW_UP_ROUNDS`
-        times, where the exercise's next questions depend on the replies."""
+        cell, named ``after``) and keep its replies in ``plan``; ask again, at most
+        :data:`FOLLOW_UP_ROUNDS` times, where the exercise's next questions depend on the
+        replies."""
         questions: dict[str, list[dict]] | None = None
         for _ in range(1 + FOLLOW_UP_ROUNDS):
             requests = plan.requests(slots, questions)
-            replies, lost = self._hand_back(requests)
+            replies, lost = self._hand_back(requests, after)
             if replies is None:
                 plan.lost.update({s.key: lost or "" for s in slots})
                 return
@@ -306,7 +392,8 @@ class SandboxedExecute(Execute):
             if not slots:
                 return
 
-    def _hand_back(self, requests: list[dict]) -> tuple[dict[str, dict] | None, str | None]:
+    def _hand_back(self, requests: list[dict],
+                   after: str = "") -> tuple[dict[str, dict] | None, str | None]:
         """Run the hand-back cell: ``(replies, None)``, or ``(None, why there are none)``."""
         from nbformat.v4 import new_code_cell
 
@@ -326,9 +413,13 @@ class SandboxedExecute(Execute):
         except Exception as exc:   # a dead or stuck kernel, an error the notebook caused
             self.log.warning("could not read the notebook's answers: %s", exc)
             return None, (
-                f"reading the answers ran past the {self.timeout} s cell limit (is an answer "
-                "function very slow?)" if isinstance(exc, CellTimeoutError) else
-                f"reading the notebook's answers failed ({type(exc).__name__})")
+                self._reading_stopped(requests, after,
+                                      self._stopped_by(cell) or self._clock.which_fired())
+                + ", and did not stop when interrupted" if isinstance(exc, CellTimeoutError)
+                else f"reading the notebook's answers failed ({type(exc).__name__})")
+        which = self._stopped_by(cell)
+        if which is not None:
+            return None, self._reading_stopped(requests, after, which)
         replies, unread = judge.read_replies(cell.get("outputs", []), token)
         if replies is not None:
             return replies, None
@@ -337,6 +428,16 @@ class SandboxedExecute(Execute):
             f" ({errors[0].get('ename')}: {str(errors[0].get('evalue'))[:120]})" if errors else
             f" ({unread})" if unread else
             " (did a cell replace the notebook's display machinery?)"))
+
+    def _reading_stopped(self, requests: list[dict], after: str, which: str) -> str:
+        """Why the answers of ``requests`` were not read: the limit ``which`` ran out."""
+        names = ", ".join(dict.fromkeys(f"`{r.get('answer')}`" for r in requests))
+        right_after = f", right after {after}," if after else ""
+        if which == "submission":
+            return (f"the submission limit of {self._clock.submission_limit_s:g} s ran out while "
+                    f"the grader read {names}{right_after.rstrip(',')}")
+        return (f"reading {names}{right_after} ran past the cell limit of {self.timeout:g} s "
+                "and was interrupted: an endless loop, or a very slow answer?")
 
     def _spare_key(self, nb: NotebookNode) -> str:
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name") or ""
@@ -382,6 +483,7 @@ class SandboxedExecute(Execute):
             _shutdown_quietly(km)
             return None
         _copy_tree(Path(source), km.workdir)
+        km.hand_over(km.workdir)            # the sandbox's own account may change its files
         return km
 
     def _give_up_from(self, index: int, exc: Exception) -> None:
@@ -396,8 +498,16 @@ class SandboxedExecute(Execute):
                 "the notebook's kernel died while running this cell (a crash, os._exit, the "
                 "memory limit of the grading sandbox, or writing on past its disk quota)")
         else:
-            why = (f"this cell ran past the {self.timeout} s limit and did not stop when "
-                   "interrupted, so its kernel was stopped")
+            clock = getattr(self, "_clock", None)
+            stopped = self._stopped_by(self.nb.cells[index])
+            which = stopped or "cell"
+            if clock is not None and stopped:   # the interrupt's own error, if any, in words
+                run_limits.reword_interrupt(self.nb.cells[index], clock, which)
+            limit = (f"the submission limit of {clock.submission_limit_s:g} s"
+                     if clock is not None and which == "submission" else
+                     f"the cell limit of {self.timeout:g} s")
+            why = (f"this cell ran past {limit} and did not stop when interrupted, so its "
+                   "kernel was stopped")
         self._lost_why = why
         cell = self.nb.cells[index]
         cell.setdefault("outputs", []).append(_error_output(ename, why))
@@ -417,18 +527,9 @@ def _stopped_at_off(cell: NotebookNode) -> bool:
 
 
 def _kernel_stop_note(km) -> str:
-    """Why the kernel stopped itself, as it wrote it (a file of its private folder, read as
-    untrusted), or ``""``."""
-    path = getattr(km, "stop_note", None)
-    if path is None:
-        return ""
-    try:
-        return read_regular(path, max_bytes=4096).decode("utf-8", "replace").strip()
-    except UntrustedFile as exc:        # the notebook replaced the note: say so, read nothing
-        return (f"the notebook's kernel stopped, and its stop note {exc.reason}; it was not "
-                "read (did the notebook replace it?)")
-    except OSError:
-        return ""
+    """Why the kernel stopped, worded by the grader (its stop note may only select one of the
+    grader's reasons; anything else is quoted as the notebook's words), or ``""``."""
+    return kernel_stop_reason(km)
 
 
 def _message_bytes(value, limit: int = 1 << 34) -> int:

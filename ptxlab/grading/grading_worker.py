@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..run import sources
 from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_failure,
-                      record_flags, short_error)
+                      record_flags, run_notes, short_error)
 from .submission_files import read_timestamp, submission_problems
 from . import step_times
 from .machine_faults import FaultRecorder, machine_fault
@@ -67,13 +67,16 @@ class SubmissionGrader:
     """Autogrades single submissions of one assignment through nbgrader's own API."""
 
     def __init__(self, course_root: Path, assignment: str, grading_config: Path | None = None,
-                 db_url: str | None = None):
+                 db_url: str | None = None, submission_timeout_s: float | None = None):
         from nbgrader.apps.api import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
 
         self.course_root = Path(course_root).resolve()
         self.assignment = assignment
         self.config = load_grading_config(self.course_root, grading_config, db_url)
+        if submission_timeout_s:
+            # the notebook's run stops there itself, and what ran before it is graded
+            self.config.SandboxedExecute.submission_timeout_s = float(submission_timeout_s)
         self.coursedir = CourseDirectory(config=self.config)
         self.api = NbGraderAPI(coursedir=self.coursedir, config=self.config)
         self.log_dir = self.course_root / "grading" / assignment / "logs"
@@ -86,6 +89,20 @@ class SubmissionGrader:
     def submitted_at(self, student: str) -> str:
         """The submission's ``timestamp.txt`` as written (the ledger compares it verbatim)."""
         return read_timestamp(self._submitted_dir(student))[0]
+
+    def _copy_notes(self, student: str) -> list[str]:
+        """The row's words for cells the student's notebooks hold more than once."""
+        import nbformat
+
+        from .duplicate_cells import copy_notes
+
+        notes = []
+        for path in sorted(self._submitted_dir(student).glob("*.ipynb")):
+            try:
+                notes += copy_notes(nbformat.read(str(path), as_version=4))
+            except Exception:        # an unreadable notebook says so in its own words
+                continue
+        return notes
 
     def _unreadable_notebooks(self, student: str) -> list[str]:
         import nbformat
@@ -169,20 +186,30 @@ class SubmissionGrader:
                 gb, self.course_root, self.assignment, student,
                 autograded_dir=self.coursedir.autograded_directory)
         if result["success"]:
-            lost = [c for c in outcome.checks if not c.passed]
-            outcome.reason = ("; ".join(f"{c.grade_id}: {c.reason}" for c in lost)
-                              if lost else "all tests passed")
-            notes = []
-            for nb in sorted((Path(self.coursedir.format_path(
-                    self.coursedir.autograded_directory, student, self.assignment))).glob("*.ipynb")):
-                notes += other_cell_errors(nb)
-            if notes:
-                outcome.reason += " (also failed, without points of their own: " + "; ".join(notes) + ")"
+            outcome.reason = self._graded_reason(student, outcome)
         else:
             outcome.reason = "; ".join(unreadable) or _nbgrader_error(log_text)
+        copies = self._copy_notes(student)
+        if copies:
+            outcome.reason += " (note: " + "; ".join(copies) + ")"
         outcome.steps_s["scores read"] = round(time.monotonic() - read_started, 3)
         outcome.duration_s = round(time.monotonic() - t0, 3)
         return outcome
+
+    def _graded_reason(self, student: str, outcome: StudentOutcome) -> str:
+        """The row of a graded submission: each lost check and why, then what explains them
+        (a run stopped at the submission limit, the learner's own cells that failed)."""
+        lost = [c for c in outcome.checks if not c.passed]
+        reason = ("; ".join(f"{c.grade_id}: {c.reason}" for c in lost) if lost
+                  else "all tests passed")
+        stops, notes = [], []
+        for nb in sorted((Path(self.coursedir.format_path(
+                self.coursedir.autograded_directory, student, self.assignment))).glob("*.ipynb")):
+            stops += run_notes(nb)
+            notes += other_cell_errors(nb)
+        if notes:
+            reason += " (also failed, without points of their own: " + "; ".join(notes) + ")"
+        return reason + "".join(f" ({stop})" for stop in stops)
 
     def _refused(self, student: str, problems: list[str], t0: float) -> StudentOutcome:
         """A submission not handed to nbgrader at all: 0 in the gradebook, flagged for a look."""
@@ -285,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignment")
     parser.add_argument("--grading-config", type=Path, default=None)
     parser.add_argument("--db-url", default=None, help="the gradebook (default: the course's)")
+    parser.add_argument("--submission-timeout", type=float, default=None, metavar="SECONDS",
+                        help="what one notebook's cells may take together (default: no limit)")
     args = parser.parse_args(argv)
     _exit_with_parent()
     # Results go to the original stdout; everything else printed here or by the processes
@@ -292,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     results = os.fdopen(os.dup(1), "w", buffering=1)
     sys.stdout.flush()
     os.dup2(2, 1)
-    grader = SubmissionGrader(args.course_root, args.assignment, args.grading_config, args.db_url)
+    grader = SubmissionGrader(args.course_root, args.assignment, args.grading_config, args.db_url,
+                              args.submission_timeout)
     results.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         if not line.strip():

@@ -33,14 +33,14 @@ from nbformat.notebooknode import NotebookNode
 from ..run.errors import ServiceUnavailable
 from ..teach.answers import AnswerSlot, judge
 from ..teach.checks import CheckResult
-from .sandbox_client import MIME_TYPE
+from .sandbox_client import MIME_TYPE, _PendingVerdict
 from .reference_use import (Finding, flagged_answers, import_statements, include_findings,
                             reference_names)
 
 __all__ = ["AnswerSlot", "CellVerdict", "answer_slots", "exercise_aliases", "hand_back_code",
            "read_replies", "judge_notebook", "write_verdicts", "new_seed", "new_token",
            "VERDICT_ERROR", "FLAGGED_ERROR", "code_sources", "is_test_cell", "grade_id",
-           "GradingPlan", "PLAN_KEY"]
+           "GradingPlan", "PLAN_KEY", "note_grade_lines_outside_tests"]
 
 #: Error names the grader writes into a failed test cell.
 VERDICT_ERROR = "GraderVerdict"
@@ -306,6 +306,22 @@ def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict],
                            "flagged_cells": sorted({f.grade_id for f in verdict.flagged
                                                     if f.grade_id}),
                            "reason": verdict.reason()}
+
+
+def note_grade_lines_outside_tests(nb: NotebookNode) -> None:
+    """A cell that is not one of the assignment's test cells (a test cell copied and pasted, or
+    the learner's own ``.grade(...)`` line) gets no verdict: the client's placeholder error
+    there becomes a note saying where those answers are graded."""
+    pending = _PendingVerdict.__name__
+    for cell in nb.cells:
+        outputs = cell.get("outputs") or []
+        if cell.get("cell_type") != "code" or _is_test_cell(cell) or not any(
+                o.get("output_type") == "error" and o.get("ename") == pending for o in outputs):
+            continue
+        cell.outputs = [o for o in outputs if o.get("ename") != pending] + [NotebookNode(
+            output_type="stream", name="stdout",
+            text="[grader] not one of the assignment's test cells (a copy of one?): the "
+                 "answers it names are graded in the assignment's own test cells\n")]
 
 
 def trusted_cell_sources(source_notebook: NotebookNode | dict) -> set[str]:

@@ -54,6 +54,21 @@ def _source_notebook(config, resources) -> Path | None:
     return None
 
 
+def _as_released(source_nb: NotebookNode, config) -> set[str]:
+    """The instructor's code cells as the learner got them (hidden tests cleared, as nbgrader's
+    ``generate_assignment`` clears them): a test cell the learner copied and pasted holds that
+    text, and is the instructor's code, not the learner's."""
+    import copy
+
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    try:
+        released, _ = ClearHiddenTests(config=config).preprocess(copy.deepcopy(source_nb), {})
+    except RuntimeError:           # a hidden-test region nbgrader itself would refuse
+        return set()
+    return judge.trusted_cell_sources(released)
+
+
 class DrawQuestions(NbGraderPreprocessor):
     """Plan what the judge asks this notebook: slots, secret seeds, the questions."""
 
@@ -80,7 +95,7 @@ class DrawQuestions(NbGraderPreprocessor):
 
             source = nbformat.read(str(path), as_version=4)
             slots = judge.answer_slots(nb, judge.exercise_aliases(judge.code_sources(source)))
-            trusted = judge.trusted_cell_sources(source)
+            trusted = judge.trusted_cell_sources(source) | _as_released(source, self.config)
         if not slots:
             return nb, resources
         seeds = {slot.key: judge.new_seed() for slot in slots}
@@ -124,6 +139,7 @@ class JudgeAnswers(NbGraderPreprocessor):
         finally:
             shutil.rmtree(log_dir, ignore_errors=True)
         judge.write_verdicts(nb, results, plan.seeds)
+        judge.note_grade_lines_outside_tests(nb)
         launches = resources.setdefault(LAUNCHES_KEY, [])
         launches.extend((gid, records) for gid, records in by_cell.items() if records)
         return nb, resources

@@ -61,10 +61,18 @@ _REARM_MB = 64
 #: Where the kernel leaves why it stopped itself (set from the limits; the grader reads it as
 #: an untrusted file of the kernel's private folder).
 _stop_note: str = ""
+#: What a stop note may say: which of its limits stopped the kernel. Only the name is written;
+#: the grader words the reason from its own settings (:mod:`ptxlab.grading.stop_notes`), so
+#: nothing a notebook writes there is ever shown as the grader's.
+STOP_MEMORY = "memory-limit"
+STOP_DISK = "disk-quota"
+#: Past this multiple of a limit the kernel's own watchdogs stop it.
+STOP_FACTOR = 1.5
 
 
 def _stop_with_note(why: str) -> None:
-    """Leave ``why`` for the grader, then kill this kernel at once."""
+    """Leave ``why`` (:data:`STOP_MEMORY` or :data:`STOP_DISK`) for the grader, then kill this
+    kernel at once."""
     import signal
 
     if _stop_note:
@@ -100,7 +108,7 @@ def _watch_resident_memory(memory_mb: int, *, count_resident: bool = True,
     import time
 
     main_id = threading.main_thread().ident
-    hard_mb = 1.5 * memory_mb
+    hard_mb = STOP_FACTOR * memory_mb
 
     def watch() -> None:
         armed_above = float(memory_mb)
@@ -112,8 +120,7 @@ def _watch_resident_memory(memory_mb: int, *, count_resident: bool = True,
             except (OSError, ValueError):
                 continue
             if rss > hard_mb:
-                _stop_with_note(f"the kernel used more than {hard_mb:.0f} MiB of memory, one "
-                                f"and a half times its limit of {memory_mb} MiB, and was stopped")
+                _stop_with_note(STOP_MEMORY)
             if rss > armed_above:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main_id),
                                                            ctypes.py_object(MemoryError))
@@ -203,7 +210,7 @@ def _watch_disk(folder: str | list[str], quota_mb: int, max_files: int) -> None:
     global _quota_message
     main_id = threading.main_thread().ident
     quota = quota_mb * 2**20
-    message = _quota_message = (
+    _quota_message = (
         f"Disk quota exceeded: the submission's working folder, /tmp and /dev/shm may hold "
         f"{quota_mb} MiB and "
         f"{max_files} files while it is graded")
@@ -215,10 +222,10 @@ def _watch_disk(folder: str | list[str], quota_mb: int, max_files: int) -> None:
         armed_bytes, armed_files = quota, max_files
         while True:
             time.sleep(_DISK_WATCH_S)
-            used, files = _folder_usage(folder, int(1.5 * quota), int(1.5 * max_files),
-                                        mounted)
-            if used > 1.5 * quota or files > 1.5 * max_files:
-                _stop_with_note(f"{message}: the kernel kept writing past it and was stopped")
+            used, files = _folder_usage(folder, int(STOP_FACTOR * quota),
+                                        int(STOP_FACTOR * max_files), mounted)
+            if used > STOP_FACTOR * quota or files > STOP_FACTOR * max_files:
+                _stop_with_note(STOP_DISK)
             if used > armed_bytes or files > armed_files:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main_id),
                                                            ctypes.py_object(DiskQuotaExceeded))

@@ -19,9 +19,10 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Float, Integer, List, Unicode
 
-from . import client_package, sandbox
-from .sandbox_watch import SandboxWatch
-from .launch_service_pool import service_socket, wants_service
+from . import cgroups, client_package, disk_share, sandbox
+from .sandbox_account import hand_over, sandbox_account
+from .sandbox_watch import HARD_FACTOR, SandboxWatch, folder_usage
+from .launch_service_pool import WORKERS_ENV, gpu_memory_cap, service_socket, wants_service
 from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
 from ..run.launch_client import SERVICE_ENV, SESSION_ENV
 from ..run.launch_log import LAUNCH_LOG_ENV
@@ -101,6 +102,13 @@ class SandboxedKernelManager(AsyncKernelManager):
     max_tasks = Integer(1024, config=True,
                         help="most processes and threads the notebook's processes may run "
                              "together; past it the grader stops the sandbox (0: no limit)")
+    limit_enforcement = Unicode("auto", config=True,
+                                help="who holds a kernel to its memory and process limits and "
+                                     "its CPU share: 'cgroup' (the kernel's cgroup controllers, "
+                                     "per submission; grading stops if they cannot be used), "
+                                     "'watch' (the grader's watch, sampling every "
+                                     "watch_interval_s) or 'auto' (cgroups where this account "
+                                     "may make them, else the watch)")
     watch_interval_s = Float(0.1, config=True,
                              help="how often the grader measures a running sandbox's memory, "
                                   "disk and processes, seconds (0: not at all; the kernel's own "
@@ -123,6 +131,22 @@ class SandboxedKernelManager(AsyncKernelManager):
     _guard_dir: Path | None = None
     _watch: SandboxWatch | None = None
     _watch_folders: list[Path] = []
+    _group: cgroups.SubmissionGroup | None = None
+    #: The notebook's own folder and what it held before the kernel started (a kernel stopped
+    #: past its quota leaves none of what it wrote there).
+    _workdir: Path | None = None
+    _workdir_before: set[str] | None = None
+    _disk_share: disk_share.DiskShare | None = None
+    #: The sandbox's start until the kernel is launched (the file of bwrap's options).
+    _sandbox_start: sandbox.SandboxLaunch | None = None
+
+    @property
+    def notebook_gpu(self) -> bool:
+        """Whether the notebook's own sandbox gets the GPU's device nodes: only where its test
+        cells decide. A judged notebook launches nothing (the grader launches its kernel
+        answers in the launch service, the one process of a worker that holds the GPU), so it
+        can neither take the GPU's memory nor keep its SMs busy."""
+        return self.gpu and not self.graded_outside
 
     @property
     def workdir(self) -> Path | None:
@@ -134,6 +158,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         """Why the kernel was stopped: the grader's own reason when its watch stopped the
         sandbox (a file of a folder the sandbox never sees), else where the kernel says why it
         stopped itself (its memory, its disk quota; a file of its private folder, untrusted)."""
+        self._settle_limits()
         if self._guard_dir is not None and self.watch_reason_file.exists():
             return self.watch_reason_file
         return self._private_dir / "kernel-stopped.txt" if self._private_dir else None
@@ -166,9 +191,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
         env = dict(kw.get("env") or os.environ)
+        self._share_disk(workdir, env)
         boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
         limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
-                  "disk_mb": self.disk_quota_mb, "max_files": self.max_files,
+                  "disk_mb": self.disk_share.quota_mb, "max_files": self.max_files,
                   "stop_note": str(self.stop_note),
                   "memory_mode": self._memory_mode(),
                   # the sandbox's /tmp and /dev/shm are folders of the grader's disk (below):
@@ -198,8 +224,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             SESSION_ENV: self._private_dir.name,
             GRADED_BY_GRADER_ENV: "1" if self.graded_outside else "0",
         })
-        if self.launch_gpu_memory_mb > 0:
-            inner_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
+        if self.notebook_gpu:
+            inner_env.update(gpu_memory_cap(self.launch_gpu_memory_mb, env))
         # The course and the exchange, the same for every kernel of the worker (so one launch
         # service serves them all), and the course this notebook's folder lies in.
         configured = self.service_hidden_paths()
@@ -223,11 +249,19 @@ class SandboxedKernelManager(AsyncKernelManager):
             tmp_dir, shm_dir = self._private_dir / "tmp", self._private_dir / "shm"
             tmp_dir.mkdir(exist_ok=True)
             shm_dir.mkdir(exist_ok=True)
+            account = sandbox_account()
+            for folder in (self._private_dir, workdir):   # what the sandbox's account writes
+                hand_over(folder, account)
             policy = sandbox.SandboxPolicy(
-                workdir=workdir, private_dir=self._private_dir, hidden=hidden, gpu=self.gpu,
+                workdir=workdir, private_dir=self._private_dir, hidden=hidden,
+                gpu=self.notebook_gpu,
                 sockets=[Path(service)] if service else [], tmp_dir=tmp_dir, shm_dir=shm_dir,
-                overlays=overlays)
-            kernel_cmd = sandbox.sandbox_argv(policy, boot, env=inner_env)
+                overlays=overlays, account=account)
+            # bwrap reads its options from a file only this start holds: the sandbox's
+            # /proc/1/cmdline names none of the paths it mounts or hides
+            self._sandbox_start = sandbox.sandbox_launch(policy, boot, env=inner_env)
+            kernel_cmd = self._sandbox_start.argv
+            kw["pass_fds"] = self._sandbox_start.pass_fds
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
         elif self.sandbox_mode == "none":
             kernel_cmd = boot
@@ -235,7 +269,86 @@ class SandboxedKernelManager(AsyncKernelManager):
         else:
             raise ValueError(f"SandboxedKernelManager.sandbox_mode must be 'bwrap' or 'none', "
                              f"got {self.sandbox_mode!r}")
-        return kernel_cmd, kw
+        return self._in_group(kernel_cmd), kw
+
+    @property
+    def disk_share(self) -> disk_share.DiskShare:
+        """This kernel's disk quota: the configured one, or less where the disk's free space,
+        shared by the machine's grading workers, holds less."""
+        if self._disk_share is None:        # not started yet: the share of this folder's disk
+            return self._shared_quota([Path(os.getcwd())], dict(os.environ))
+        return self._disk_share
+
+    def _shared_quota(self, folders: list[Path], env: dict[str, str]) -> disk_share.DiskShare:
+        try:
+            workers = int(env.get(WORKERS_ENV, "1"))
+        except ValueError:
+            workers = 1
+        return disk_share.disk_share(self.disk_quota_mb, folders, workers, HARD_FACTOR)
+
+    def _share_disk(self, workdir: Path, env: dict[str, str]) -> None:
+        """Size this kernel's quota now, and note what its folder holds before it runs."""
+        self._disk_share = self._shared_quota(
+            [workdir] + ([self._private_dir] if self._private_dir else []), env)
+        self._workdir = self._workdir_before = None
+        # only a submission's own folder (autograded/<student>/<assignment>) is ever cleared;
+        # a spare kernel's folder is its own, removed with it
+        if not self.spare and _course_paths_of(workdir):
+            self._workdir, self._workdir_before = workdir, disk_share.snapshot(workdir)
+
+    def _remove_what_passed_the_quota(self) -> None:
+        """A notebook that left its folder over the quota (whoever stopped it) leaves none of
+        what it wrote there: the next step and the next student get the disk back."""
+        share, folder, before = self._disk_share, self._workdir, self._workdir_before
+        self._workdir = self._workdir_before = None
+        if share is None or share.quota_mb <= 0 or folder is None or before is None:
+            return
+        used, files = folder_usage([folder], share.quota_mb * 2**20 + 1, 1 << 62)
+        if used > share.quota_mb * 2**20 or (self.max_files > 0 and files > self.max_files):
+            gone = disk_share.remove_new_files(folder, before)
+            self.log.warning("the notebook left %d MiB in %s, over its %d MiB quota: removed "
+                             "the %d entries it wrote", used >> 20, folder, share.quota_mb, gone)
+
+    def enforcement(self) -> cgroups.CgroupRoot:
+        """Where this kernel's limits are enforced (the configured mode, found once)."""
+        mode = self.limit_enforcement
+        if mode not in ("auto", "cgroup", "watch"):
+            raise ValueError(f"SandboxedKernelManager.limit_enforcement must be 'auto', "
+                             f"'cgroup' or 'watch', got {mode!r}")
+        root = cgroups.find_root("off" if mode == "watch" else "auto")
+        if mode == "cgroup" and not root.usable:
+            raise RuntimeError("limit_enforcement is 'cgroup' but " + root.describe())
+        return root
+
+    def _in_group(self, kernel_cmd: list[str]) -> list[str]:
+        """``kernel_cmd`` started inside a new control group of its own, where one can be made:
+        then the kernel holds every process of the sandbox to the memory and task limits."""
+        self._remove_group()
+        root = self.enforcement()
+        if not root.usable:
+            return kernel_cmd
+        memory = int(HARD_FACTOR * self.kernel_memory_mb * 2**20) if self.kernel_memory_mb > 0 else 0
+        self._group = root.group(self._private_dir.name, cgroups.GroupLimits(
+            memory_bytes=memory, tasks=max(0, self.max_tasks),
+            stated_memory_mb=max(0, self.kernel_memory_mb)))
+        return self._group.enter_argv(kernel_cmd)
+
+    def _remove_group(self) -> None:
+        if self._group is not None:
+            if not self._group.remove():
+                self.log.warning("could not remove the control group of kernel %s",
+                                 self._group.name)
+            self._group = None
+
+    def _settle_limits(self) -> None:
+        """Ask the kernel's control group, now, whether it stopped the sandbox at a limit: its
+        reason then becomes the grader's own stop note (a folder the sandbox never sees)."""
+        if self._watch is not None:
+            self._watch.settle()
+        elif self._group is not None and self._guard_dir is not None:
+            why = self._group.limit_reason()
+            if why and not self.watch_reason_file.exists():
+                self.watch_reason_file.write_text(why + "\n")
 
     def service_hidden_paths(self) -> list[Path]:
         """What no launch service may see: the configured course, exchange and hidden paths."""
@@ -255,12 +368,28 @@ class SandboxedKernelManager(AsyncKernelManager):
         # No sandbox, so no private /tmp: the service's home is a folder of its own.
         service_env = (sandbox_env(env) if self.sandbox_mode == "bwrap" else sandbox_env(
             env, home=str(Path(tempfile.gettempdir()) / f"ptxlab-launch-home-{os.getuid()}")))
-        if self.launch_gpu_memory_mb > 0:
-            service_env["CUPY_GPU_MEMORY_LIMIT"] = str(self.launch_gpu_memory_mb * 2**20)
+        service_env.update(gpu_memory_cap(self.launch_gpu_memory_mb, env))
         # No student's folder is ever in its view.
         return service_socket(sandbox_mode=self.sandbox_mode, gpu=self.gpu,
                               hidden=[h for h in hidden if h.exists()], env=service_env,
                               max_timeout_s=launch_timeout, max_memory_mb=self.launch_memory_mb)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        try:
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+        finally:
+            self._close_sandbox_start()
+
+    def _close_sandbox_start(self) -> None:
+        if self._sandbox_start is not None:
+            self._sandbox_start.close()
+            self._sandbox_start = None
+
+    def hand_over(self, path: Path | None) -> None:
+        """Give ``path`` (files copied into the kernel's folder) to the account the sandbox
+        runs as, where the grader is root; nothing otherwise."""
+        if path is not None and self.sandbox_mode == "bwrap":
+            hand_over(path, sandbox_account())
 
     async def _async_post_start_kernel(self, **kw) -> None:
         await super()._async_post_start_kernel(**kw)
@@ -278,10 +407,10 @@ class SandboxedKernelManager(AsyncKernelManager):
             reason.unlink()
         self._watch = SandboxWatch(
             process.pid, reason_file=reason, folders=self._watch_folders,
-            memory_mb=max(0, self.kernel_memory_mb), disk_mb=max(0, self.disk_quota_mb),
+            memory_mb=max(0, self.kernel_memory_mb), disk_mb=max(0, self.disk_share.quota_mb),
             max_files=max(0, self.max_files) if self.disk_quota_mb > 0 else 0,
             max_tasks=max(0, self.max_tasks), interval_s=self.watch_interval_s,
-            log=self.log).start()
+            log=self.log, group=self._group).start()
 
     def _stop_watch(self) -> None:
         if self._watch is not None:
@@ -307,7 +436,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     def _memory_mode(self) -> str:
         mode = self.kernel_memory_mode
         if mode == "auto":
-            return "resident" if (self.gpu and sandbox.gpu_device_nodes()) else "address_space"
+            return ("resident" if (self.notebook_gpu and sandbox.gpu_device_nodes())
+                    else "address_space")
         if mode not in ("address_space", "resident"):
             raise ValueError(f"SandboxedKernelManager.kernel_memory_mode must be 'auto', "
                              f"'address_space' or 'resident', got {mode!r}")
@@ -326,7 +456,11 @@ class SandboxedKernelManager(AsyncKernelManager):
         return found
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        self._close_sandbox_start()
         self._stop_watch()
+        self._remove_group()
+        if not restart:
+            self._remove_what_passed_the_quota()
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)

@@ -19,6 +19,7 @@ from ..run.launch_client import ServiceProcess
 from ..run.includes import CHECK_ENV
 from ..run.sources import private_kernel_paths
 from . import sandbox
+from .sandbox_account import hand_over, sandbox_account
 
 __all__ = ["service_socket", "shutdown_launch_services", "wants_service"]
 
@@ -43,6 +44,30 @@ def wants_service(mode: str, gpu: bool) -> bool:
     return mode == "on"
 
 
+#: How many grading workers share this machine's GPU (set for each worker by its pool).
+WORKERS_ENV = "PTXLAB_GRADING_WORKERS"
+#: The share of the GPU's memory the workers' launch services divide among themselves.
+_GPU_SHARE_OF_ALL = 90
+
+
+def gpu_memory_cap(configured_mb: int, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that caps one process's GPU memory: the configured MiB, else an equal
+    share of the GPU for each of the machine's grading workers (CuPy's pool limit takes a
+    percentage). Where an MPS daemon serves the GPU, its per-client limit holds a configured
+    figure in the driver too."""
+    env = os.environ if environ is None else environ
+    if configured_mb > 0:
+        cap = {"CUPY_GPU_MEMORY_LIMIT": str(configured_mb * 2**20)}
+        if sandbox.mps_pipe_directory() is not None:
+            cap["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={configured_mb}M"
+        return cap
+    try:
+        workers = max(1, int(env.get(WORKERS_ENV, "1")))
+    except ValueError:
+        workers = 1
+    return {"CUPY_GPU_MEMORY_LIMIT": f"{max(1, _GPU_SHARE_OF_ALL // workers)}%"}
+
+
 def service_socket(*, sandbox_mode: str, gpu: bool, hidden: list[Path], env: dict[str, str],
                    max_timeout_s: float, max_memory_mb: int) -> str | None:
     """The socket of this worker's service for these settings, starting it if needed; ``None``
@@ -59,15 +84,18 @@ def service_socket(*, sandbox_mode: str, gpu: bool, hidden: list[Path], env: dic
     if key in _FAILED:
         return None
 
-    def wrap(command: list[str], folder: Path, run_env: dict[str, str]) -> list[str]:
+    def wrap(command: list[str], folder: Path,
+             run_env: dict[str, str]) -> list[str] | sandbox.SandboxLaunch:
         if sandbox_mode != "bwrap":
             return command
         # Every learner compile of a grading run happens here: the include path and the whole
         # file system hold the toolkit's and the course's public headers, no reference kernel.
+        account = sandbox_account()
+        hand_over(folder, account)             # its socket and scratch files are its own
         policy = sandbox.SandboxPolicy(workdir=folder, hidden=hidden + private_kernel_paths(),
                                        gpu=gpu, kernel_headers_only=True,
-                                       tmp_size_mb=max_memory_mb)
-        return sandbox.sandbox_argv(policy, command, env=run_env)
+                                       tmp_size_mb=max_memory_mb, account=account)
+        return sandbox.sandbox_launch(policy, command, env=run_env)
 
     run_env = {**env, CHECK_ENV: "1"}
     if sandbox_mode != "bwrap":

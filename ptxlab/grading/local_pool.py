@@ -2,9 +2,11 @@
 
 Each worker (:mod:`ptxlab.grading.grading_worker`) is a process that imports nbgrader once and
 grades one student at a time; the learner's code runs in a sandboxed kernel below it. The pool
-hands students to workers, enforces a wall-clock limit per submission (a worker past it is
-killed with everything below it, and replaced), and replaces a worker that died under a
-submission (the machine's fault: the student is tried once more, then left "not graded").
+hands students to workers, each told the submission limit (it stops the notebook there and
+grades what ran), stops from outside a worker still grading well past it
+(:func:`~ptxlab.grading.worker_handle.watchdog_s`: killed with everything below it, and
+replaced), and replaces a worker that died under a submission (the machine's fault: the student
+is tried once more, then left "not graded").
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ __all__ = ["LocalPool", "worker_command"]
 
 def worker_command(opts: BatchOptions) -> list[str]:
     """The command line of one grading worker (:mod:`ptxlab.grading.grading_worker`)."""
-    return worker_handle.worker_command(opts.course_root, opts.assignment, opts.grading_config)
+    return worker_handle.worker_command(opts.course_root, opts.assignment, opts.grading_config,
+                                        submission_timeout_s=opts.submission_timeout_s)
 
 
 class LocalPool:
@@ -48,7 +51,7 @@ def _grade_here(opts: BatchOptions, todo: list[str], submissions: dict[str, str]
         finish(outcome, sum(1 for w in workers if w.student))
 
     def start_worker(index: int) -> worker_handle.WorkerProcess:
-        w = worker_handle.WorkerProcess(worker_command(opts), index, log)
+        w = worker_handle.WorkerProcess(worker_command(opts), index, log, pool_size=n_workers)
         sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         return w
 
@@ -97,7 +100,8 @@ def _grade_here(opts: BatchOptions, todo: list[str], submissions: dict[str, str]
                 done(StudentOutcome.from_json(msg))
             now = time.monotonic()
             for w in list(workers):
-                if w.student and now - w.started > opts.submission_timeout_s:
+                if w.student and now - w.started > worker_handle.watchdog_s(
+                        opts.submission_timeout_s):
                     student = w.student
                     replace(w)
                     done(worker_handle.record_lost_submission(

@@ -29,17 +29,22 @@ _OS_FAULTS = {
 
 
 def _fault_of(exc: BaseException) -> str | None:
-    from ..run.errors import ServiceUnavailable
+    from ..run.errors import GpuMemoryExhausted, ServiceUnavailable
     from .sandbox import SandboxUnavailable
 
     if isinstance(exc, KernelStartFailed):
         return "the notebook kernel did not start"
     if isinstance(exc, SandboxUnavailable):
         return "the grading sandbox could not start"
+    if isinstance(exc, GpuMemoryExhausted):
+        return "the GPU's memory was held by another process"
     if isinstance(exc, ServiceUnavailable):
         return "the sandboxed launch service did not run the grader's launches"
     if isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("database is locked"):
         return "the gradebook was locked"
+    if isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(
+            ("database or disk is full", "disk I/O error")):
+        return "the gradebook's disk was full"
     if isinstance(exc, OSError) and exc.errno in _OS_FAULTS:
         return _OS_FAULTS[exc.errno]
     return None

@@ -12,14 +12,19 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .run_limits import CELL_TIMEOUT, SUBMISSION_TIMEOUT, stop_note
+
 __all__ = ["CheckOutcome", "StudentOutcome", "INFRASTRUCTURE", "read_outcome", "record_failure",
            "failing_reasons", "other_cell_errors", "check_backends", "short_error",
-           "record_flags"]
+           "record_flags", "run_notes"]
 
 #: The status of a submission the machine failed to grade (never a 0: a rerun grades it).
 INFRASTRUCTURE = "infrastructure"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _REASON_CHARS = 300
+#: Errors of a cell that are not the learner's own and explain nothing beyond the row's other
+#: words: the run lost or stopped earlier, or the client's placeholder in a copy of a test line.
+_NOT_OWN_ERRORS = ("KernelDied", "NotRun", SUBMISSION_TIMEOUT, "_PendingVerdict")
 
 
 @dataclass
@@ -98,6 +103,9 @@ def _cell_error(cell) -> str | None:
     if not errors:
         return None
     names = {o.get("ename", "") for o in errors}
+    worded = [o for o in errors if o.get("ename") == CELL_TIMEOUT]
+    if worded:                         # the grader's words, with the limit's figure
+        return _ANSI.sub("", str(worded[0].get("evalue", ""))).strip()[:_REASON_CHARS]
     if "CellTimeoutError" in names or errors[0].get("ename") == "KeyboardInterrupt":
         return "ran past the cell's time limit and was interrupted (an endless loop?)"
     # The first error is the cell's own.
@@ -158,9 +166,17 @@ def other_cell_errors(notebook_path: Path, limit: int = 2) -> list[str]:
         if cell.cell_type != "code" or meta.get("grade"):
             continue
         why = _cell_error(cell)
-        if why and not why.startswith(("KernelDied", "NotRun")):
-            found.append(f"{meta.get('grade_id') or f'cell {index}'}: {why}")
+        if why and not why.startswith(_NOT_OWN_ERRORS):
+            found.append(f"{meta.get('grade_id') or f'cell {index + 1}'}: {why}")
     return found[:limit]
+
+
+def run_notes(notebook_path: Path) -> list[str]:
+    """What the row says of the notebook's run as a whole: where it was stopped at the
+    submission limit and what was graded from before it."""
+    nb = _read_notebook(notebook_path)
+    note = stop_note(nb) if nb is not None else None
+    return [note] if note else []
 
 
 def read_outcome(gradebook, course_root: Path, assignment: str, student: str,

@@ -25,7 +25,8 @@ from ..run.in_process import where_text
 from ..run.includes import preprocessor
 from ..run.launch_log import LAUNCH_LOG_ENV
 from . import sandbox
-from .launch_service_pool import shutdown_launch_services, wants_service
+from .sandbox_account import describe_account, sandbox_account
+from .launch_service_pool import WORKERS_ENV, shutdown_launch_services, wants_service
 
 __all__ = ["PreflightResult", "sandbox_problem", "run_preflight", "PROBE_SOURCE"]
 
@@ -62,6 +63,7 @@ class PreflightResult:
     warning: str = ""       # a reason to look, not to stop (a GPU the launch did not use)
     route: str = ""         # how the launch was isolated: "service" (warm) or "child ..."
     seconds: float = 0.0
+    limits: str = ""        # who enforces the kernels' memory, process and CPU limits
 
     @property
     def ok(self) -> bool:
@@ -190,7 +192,8 @@ def _judged_by_the_grader(course: Path, assignment: str | None) -> bool:
 
 
 def run_preflight(course: Path, grading_config: Path | None = None, *,
-                  timeout_s: float = 180.0, assignment: str | None = None) -> PreflightResult:
+                  timeout_s: float = 180.0, assignment: str | None = None,
+                  workers: int = 1) -> PreflightResult:
     """Start one notebook kernel as grading does and launch the probe kernel where grading
     will: in the notebook's kernel for notebooks whose test cells decide, where the judge
     launches kernel answers for notebooks it judges (``assignment`` says which; default: the
@@ -208,6 +211,19 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     problem = sandbox_problem(settings.sandbox_mode)
     if problem:
         return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
+    try:
+        limits = settings.enforcement().describe()
+    except (RuntimeError, ValueError) as exc:
+        return PreflightResult(problem=str(exc), seconds=time.monotonic() - t0)
+    # the disk every worker's kernels write to: the submissions' folders and the scratch space
+    disk = settings._shared_quota([course, Path(tempfile.gettempdir())],
+                                  {WORKERS_ENV: str(workers)})
+    limits += "\n" + disk.describe()
+    if settings.sandbox_mode == "bwrap":       # whom the notebooks run as, outside
+        try:
+            limits += "\n" + describe_account(sandbox_account())
+        except (sandbox.SandboxUnavailable, ValueError) as exc:
+            return PreflightResult(problem=str(exc), seconds=time.monotonic() - t0)
     judged_outside = (bool(cfg.get("SandboxedExecute", {}).get("verdicts_by_grader", True))
                       and _judged_by_the_grader(course, assignment))
     work = Path(tempfile.mkdtemp(prefix="ptxlab-preflight-"))
@@ -253,7 +269,7 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
                                seconds=time.monotonic() - t0)
     backend, device, route = (line[len(_MARK):].strip().split(" | ") + ["", ""])[:3]
     result = PreflightResult(backend=backend, device=device, route=route,
-                             seconds=time.monotonic() - t0)
+                             seconds=time.monotonic() - t0, limits=limits)
     warnings = []
     if backend != "gpu" and settings.gpu and sandbox.gpu_device_nodes():
         warnings.append("this machine has an NVIDIA GPU, but learner kernels run on the CPU "

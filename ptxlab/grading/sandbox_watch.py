@@ -16,6 +16,11 @@ is a thread of the grading worker, one per running kernel, that every ~0.1 s mea
 
 and past one and a half times a limit writes why into a folder only the grader can write, then
 kills every process of the sandbox. The grader reads that reason as the kernel's stop note.
+
+Where the sandbox has a control group (:mod:`ptxlab.grading.cgroups`), the kernel enforces
+memory and processes itself, as they are granted; the watch then only reads what the group
+recorded (an out-of-memory kill, a refused fork), names it, and stops the rest of the sandbox.
+Disk is always the watch's.
 """
 from __future__ import annotations
 
@@ -26,10 +31,11 @@ import threading
 import time
 from pathlib import Path
 
+from .cgroups import SubmissionGroup
 from .kernel_boot import _folder_usage
 from .sandbox import _dedupe_nested
 
-__all__ = ["SandboxWatch", "process_table", "process_tree", "folder_usage"]
+__all__ = ["SandboxWatch", "process_table", "process_tree", "folder_usage", "resident_now"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 #: A limit is enforced past this multiple of it (the kernel's own watchdogs stop it there too;
@@ -137,14 +143,33 @@ def process_tree(root: int, table: dict | None = None) -> list[int]:
 
 
 def _pss_bytes(pid: int) -> int | None:
-    """Proportional resident memory (shared pages split among their users), or ``None``."""
+    """Proportional resident memory (shared pages split among their users): 0 for a process
+    that has exited (it holds nothing), ``None`` where the kernel does not say."""
     try:
         for line in _read(f"/proc/{pid}/smaps_rollup", 8192).splitlines():
             if line.startswith(b"Pss:"):
                 return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
     except (OSError, ValueError, IndexError):
         pass
+    if _stat_of(pid) is None or _stat_of(pid)[3] in ("Z", "X"):
+        return 0
     return None
+
+
+def resident_now(pids: list[int], memfd: int) -> int:
+    """Bytes the live processes among ``pids`` hold, measured again one by one: a process that
+    exited since the table was read counts nothing (a busy class's short-lived processes once
+    read as thousands of MiB), shared pages are split among their users."""
+    total = memfd
+    for pid in pids:
+        pss = _pss_bytes(pid)
+        if pss is None:
+            info = _stat_of(pid)
+            pss = 0 if info is None or info[3] in ("Z", "X") else info[1] * _PAGE
+        total += pss
+    return total
 
 
 def _held_without_name(pids: list[int]) -> tuple[int, int]:
@@ -189,8 +214,10 @@ class SandboxWatch:
 
     def __init__(self, root_pid: int, *, reason_file: Path, folders: list[Path],
                  memory_mb: int = 0, disk_mb: int = 0, max_files: int = 0,
-                 max_tasks: int = 0, interval_s: float = 0.1, log=None) -> None:
+                 max_tasks: int = 0, interval_s: float = 0.1, log=None,
+                 group: SubmissionGroup | None = None) -> None:
         self.root_pid = root_pid
+        self.group = group
         self.reason_file = Path(reason_file)
         self.folders = _dedupe_nested([Path(f).resolve() for f in folders])
         self.memory_mb, self.disk_mb = memory_mb, disk_mb
@@ -233,23 +260,26 @@ class SandboxWatch:
         """``(why the sandbox must stop or "", its live processes)``, measured now."""
         table = process_table(self.root_pid)
         pids = [p for p in table if table[p][3] != "Z"]
+        if self.group is not None:
+            why = self.group.limit_reason()
+            if why:
+                return why, pids or [self.root_pid]
         if not pids:
             return "", []
-        if self.max_tasks > 0:
+        enforced = set(self.group.folders) if self.group is not None else set()
+        if self.max_tasks > 0 and "pids" not in enforced:
             tasks = sum(table[p][2] for p in pids)
             if tasks > self.max_tasks:
                 return (f"process limit exceeded: the notebook ran {tasks} processes and "
                         f"threads together, more than its limit of {self.max_tasks}; the grader "
                         "stopped them all"), pids
         memfd, deleted = _held_without_name(pids)
-        if self.memory_mb > 0:
+        if self.memory_mb > 0 and "memory" not in enforced:
             hard = HARD_FACTOR * self.memory_mb * 2**20
             resident = sum(table[p][1] for p in pids) * _PAGE + memfd
             if resident > hard:
-                # shared pages (a forked child's) counted once each before deciding
-                pss = [_pss_bytes(p) for p in pids]
-                resident = sum(s if s is not None else table[p][1] * _PAGE
-                               for p, s in zip(pids, pss)) + memfd
+                # measured again, process by process: only the living count, shared pages once
+                resident = resident_now(pids, memfd)
             if resident > hard:
                 return (f"memory limit exceeded: the notebook's {len(pids)} processes held "
                         f"{resident / 2**20:.0f} MiB together, more than {hard / 2**20:.0f} MiB, "
@@ -277,7 +307,19 @@ class SandboxWatch:
             pass
         if self.log is not None:
             self.log.warning("sandbox of process %d stopped: %s", self.root_pid, why)
+        if self.group is not None:
+            self.group.kill()
         kill_tree(self.root_pid)
+
+    def settle(self) -> str:
+        """The reason the sandbox was stopped, checked once more now (the kernel may have
+        stopped it between two looks): written to ``reason_file`` when there is one."""
+        if not self.reason and self.group is not None:
+            why = self.group.limit_reason()
+            if why:
+                self._stop.set()
+                self._enforce(why)
+        return self.reason
 
 
 def kill_tree(root: int, rounds: int = 20) -> None:

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import TextIO
 
 from ..run import sources
+from .launch_service_pool import WORKERS_ENV
 from .outcome import StudentOutcome
 
 __all__ = ["WorkerProcess", "worker_command", "remove_stale_scratch", "record_lost_submission",
-           "death_outcome", "timeout_reason", "SCRATCH_PREFIX", "WORKER_DEATH_RETRIES"]
+           "death_outcome", "timeout_reason", "watchdog_s", "SCRATCH_PREFIX",
+           "WORKER_DEATH_RETRIES", "GRADER_ALLOWANCE_S"]
 
 #: Each worker's temporary files (its kernels' private folders, its launch service's socket)
 #: live in a folder of its own, ``ptxlab-grading-<driver pid>-<worker>-<n>``, removed with the
@@ -33,17 +35,32 @@ SCRATCH_PREFIX = "ptxlab-grading-"
 #: How many times a submission is handed to a fresh worker after its worker died under it.
 WORKER_DEATH_RETRIES = 1
 
+#: Seconds a worker has, past the submission limit, for the grader's own steps (judging the
+#: answers read before the limit, saving the grades) before it is stopped from outside.
+GRADER_ALLOWANCE_S = 600.0
+
 
 def worker_command(course_root: Path, assignment: str, grading_config: Path | None = None,
-                   db_url: str | None = None) -> list[str]:
-    """The command line of one grading worker."""
+                   db_url: str | None = None,
+                   submission_timeout_s: float | None = None) -> list[str]:
+    """The command line of one grading worker (``submission_timeout_s``: what one notebook's
+    cells may take together; the worker stops the notebook there and grades what ran)."""
     cmd = [sys.executable, "-m", "ptxlab.grading.grading_worker", str(Path(course_root).resolve()),
            assignment]
     if grading_config:
         cmd += ["--grading-config", str(grading_config)]
     if db_url:
         cmd += ["--db-url", db_url]
+    if submission_timeout_s:
+        cmd += ["--submission-timeout", f"{submission_timeout_s:g}"]
     return cmd
+
+
+def watchdog_s(submission_timeout_s: float) -> float:
+    """When a worker still grading one submission is stopped from outside: the submission
+    limit (which the worker enforces on the notebook itself) and the grader's own steps after
+    it (the judge's launches, each under its own limit, and nbgrader's saving)."""
+    return submission_timeout_s + GRADER_ALLOWANCE_S
 
 
 def remove_stale_scratch() -> None:
@@ -65,8 +82,11 @@ class WorkerProcess:
 
     _started = 0
 
-    def __init__(self, command: list[str], index: int, log: TextIO | int | None):
+    def __init__(self, command: list[str], index: int, log: TextIO | int | None,
+                 pool_size: int = 1):
         env = dict(os.environ)
+        # the workers of this machine divide its GPU's memory among their launch services
+        env[WORKERS_ENV] = str(max(1, pool_size))
         WorkerProcess._started += 1
         self.scratch = Path(tempfile.gettempdir()) / (
             f"{SCRATCH_PREFIX}{os.getpid()}-{index}-{WorkerProcess._started}")
@@ -178,4 +198,8 @@ def death_outcome(student: str, deaths: int, exit_status: int | None, took_s: fl
 
 
 def timeout_reason(limit_s: float) -> str:
-    return f"grading this submission took longer than {limit_s:g} s and was stopped"
+    """The row of a submission whose worker was stopped from outside (``limit_s``: the
+    submission limit)."""
+    return (f"grading this submission took longer than {watchdog_s(limit_s):g} s (the "
+            f"submission limit of {limit_s:g} s, and {GRADER_ALLOWANCE_S:g} s for the grader's "
+            "own steps after it) and was stopped")

@@ -17,7 +17,7 @@ __all__ = [
     "BackendError", "BackendUnavailable", "LaunchError", "RequestRefused", "CompileError",
     "KernelFault", "KernelDiagnostic", "first_compile_error", "IsolationError",
     "IsolatedTimeout", "IsolatedMemoryExceeded", "IsolatedCrash", "IsolatedError",
-    "ServiceUnavailable", "UntrustedFile",
+    "ServiceUnavailable", "GpuMemoryExhausted", "UntrustedFile",
 ]
 
 
@@ -132,6 +132,12 @@ class IsolatedError(IsolationError):
 class ServiceUnavailable(RuntimeError):
     """The launch service could not take the launch (not running, not answering, no executor): a
     fault of the machine, never of the learner."""
+
+
+class GpuMemoryExhausted(ServiceUnavailable):
+    """The GPU had no memory left for a launch after waiting and retrying: another process
+    held it. A fault of the machine, so a grader retries the student later; never a wrong
+    answer."""
 
 
 class UntrustedFile(OSError):

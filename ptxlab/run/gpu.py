@@ -17,7 +17,8 @@ import numpy as np
 
 from ..model import layouts
 from . import sources
-from .errors import BackendUnavailable, CompileError, KernelFault, LaunchError
+from .errors import (BackendUnavailable, CompileError, GpuMemoryExhausted, KernelFault,
+                     LaunchError)
 
 __all__ = [
     "GpuStatus", "status", "run_kernel", "compile_module", "compile_count", "clear_cache",
@@ -336,20 +337,66 @@ def _dims3(value) -> tuple[int, int, int]:
     return tuple(list(dims) + [1] * (3 - len(dims)))  # type: ignore[return-value]
 
 
+#: Seconds waited before each new try of a launch that found the GPU's memory full (a shared
+#: GPU: another process may free it); then :class:`GpuMemoryExhausted`.
+OUT_OF_MEMORY_WAITS_S: tuple[float, ...] = (0.5, 2.0, 5.0)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """CuPy's pool, the runtime or the driver had no device memory (status 2 in both APIs)."""
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    if type(exc).__name__ in ("CUDARuntimeError", "CUDADriverError"):
+        return getattr(exc, "status", None) == 2
+    return False
+
+
 def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem: int = 0,
                options: Sequence[str] = ()) -> list:
     """Launch ``kernel`` once and return every argument afterwards (arrays copied back).
 
     Arrays travel as device copies; numpy scalars by value (and come back unchanged). A CUDA
     error during the run raises :class:`~ptxlab.run.backends.KernelFault`; after one, the CUDA
-    context of this process is unusable (restart it, or launch with ``isolate=True``).
+    context of this process is unusable (restart it, or launch with ``isolate=True``). A GPU
+    whose memory is full is waited for and tried again (:data:`OUT_OF_MEMORY_WAITS_S`), then
+    :class:`~ptxlab.run.errors.GpuMemoryExhausted`: the machine's fault, not the kernel's.
     """
+    for wait_s in (*OUT_OF_MEMORY_WAITS_S, None):
+        try:
+            return _run_kernel_once(source, kernel, grid, block, args, shared_mem, options)
+        except Exception as exc:
+            if not _out_of_memory(exc):
+                raise
+            _free_pool()
+            if wait_s is None:
+                raise GpuMemoryExhausted(
+                    f"the GPU had no memory left for kernel {kernel!r} after "
+                    f"{len(OUT_OF_MEMORY_WAITS_S)} more tries over "
+                    f"{sum(OUT_OF_MEMORY_WAITS_S):g} s ({_one_line(exc)}): another process holds "
+                    "it") from None
+            import time
+
+            time.sleep(wait_s)
+    raise AssertionError("unreachable")
+
+
+def _free_pool() -> None:
+    try:
+        _import_cupy().get_default_memory_pool().free_all_blocks()
+    except Exception:  # noqa: BLE001 - nothing to free is fine
+        pass
+
+
+def _run_kernel_once(source: str, kernel: str, grid, block, args: Sequence, shared_mem: int,
+                     options: Sequence[str]) -> list:
     st = _require_gpu()
     cupy = _import_cupy()
     module = compile_module(source, options)
     try:
         fn = module.get_function(kernel)
     except Exception as exc:
+        if _out_of_memory(exc):
+            raise
         raise LaunchError(f"no kernel named {kernel!r} in the compiled source (is it declared "
                           f'extern "C" __global__?): {_one_line(exc)}') from None
     if shared_mem > DEFAULT_DYNAMIC_SMEM:
@@ -373,6 +420,8 @@ def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem
         fn(_dims3(grid), _dims3(block), tuple(dev_args), shared_mem=int(shared_mem))
         cupy.cuda.runtime.deviceSynchronize()
     except Exception as exc:
+        if _out_of_memory(exc):      # not sticky: the context still works
+            raise
         global _broken_by
         _broken_by = repr(kernel)
         raise KernelFault(

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from . import sources
 from .errors import RequestRefused, ServiceUnavailable
@@ -124,11 +124,12 @@ class ServiceProcess:
     """One running service, started by the grader: ``socket_path`` is what kernels connect to.
 
     ``wrap`` turns the service's command into the command actually run (the grading sandbox's
-    ``bwrap`` line); ``env`` is the service's whole environment.
+    ``bwrap`` line), or into a start with files to hand down (``argv`` and ``pass_fds``, closed
+    here once the service started); ``env`` is the service's whole environment.
     """
 
     def __init__(self, *, max_timeout_s: float, max_memory_mb: int,
-                 wrap: Callable[[list[str], Path, dict[str, str]], list[str]] | None = None,
+                 wrap: Callable[[list[str], Path, dict[str, str]], Any] | None = None,
                  env: dict[str, str] | None = None):
         self.folder = Path(tempfile.mkdtemp(prefix="ptxlab-launch-"))
         self.socket_path = str(self.folder / "launch.sock")
@@ -139,15 +140,22 @@ class ServiceProcess:
         # The service imports this very copy of ptxlab, wherever the grader found it.
         paths = [str(sources.PROJECT_ROOT)] + [p for p in run_env.get("PYTHONPATH", "").split(os.pathsep) if p]
         run_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        start = None
         if wrap is not None:
-            command = wrap(command, self.folder, run_env)
+            start = wrap(command, self.folder, run_env)
+            command = list(getattr(start, "argv", start))
         else:      # no sandbox of its own: its temporary files go where stop() removes them
             run_env.setdefault("TMPDIR", str(self.folder))
         self._log = open(self.folder / "service.log", "wb")
-        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, env=run_env,
-                                     start_new_session=True, close_fds=True,
-                                     preexec_fn=_die_with_parent)
+        try:
+            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
+                                         stderr=subprocess.STDOUT, env=run_env,
+                                         start_new_session=True, close_fds=True,
+                                         pass_fds=tuple(getattr(start, "pass_fds", ())),
+                                         preexec_fn=_die_with_parent)
+        finally:
+            if hasattr(start, "close"):
+                start.close()
 
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict:
         """Wait until the service answers and its executor is warm; its ``ping`` reply.

@@ -129,6 +129,32 @@ def _link(name: str, target: Callable[[Path, Path], Path]) -> Callable[[Path, Pa
     return add
 
 
+#: What a sandboxed notebook must not find: the course root's own files (the grader works in
+#: it), the sandbox's options on its first process's command line (bwrap is PID 1 there), and
+#: the machine's /etc beyond what a kernel reads (its accounts, keys, host names).
+_LOOK_AROUND = """import os
+found = []
+for path in ['@ROOT@/nbgrader_config.py', '/etc/shadow', '/etc/ssl', '/etc/ssh',
+             '/etc/crontab', '/etc/jupyter']:
+    if os.path.exists(path):
+        found.append(path)
+words = open('/proc/1/cmdline', 'rb').read().split(b'\\0')
+if any(w.startswith(b'--') and w not in (b'--', b'--args') for w in words[:words.index(b'--')]):
+    found.append('options of /proc/1/cmdline')
+if len(open('/etc/passwd').read().splitlines()) != 1:
+    found.append("the machine's accounts")
+print('LOOKED AROUND', len(found), found)
+"""
+#: A stop note that passes the notebook's own end off as the machine's, then the kernel killed.
+_FORGED_NOTE = """import os, signal
+note = os.path.join(os.path.dirname(__import__('ipykernel').get_connection_file()),
+                    'kernel-stopped.txt')
+with open(note, 'w') as fh:
+    fh.write('not graded (infrastructure): the grading machine ran out of disk space')
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
 def _bad_timestamp(folder: Path, root: Path) -> None:
     (folder / "timestamp.txt").write_bytes(b"\xff\xfe\x00garbage")
 
@@ -230,6 +256,11 @@ ATTACKS: list[Attack] = [
                         "    except OSError:\n"
                         "        pass\n"
                         "print('LEAKED', len(found))\n")),
+    Attack("look_around", "the notebook looks for the course root's files, the sandbox's "
+           "options on its first process's command line, and the machine's /etc",
+           edit=_at_end(_LOOK_AROUND)),
+    Attack("forged_stop_note", "the kernel's stop note says the machine failed, then the "
+           "kernel is killed", edit=_at_end(_FORGED_NOTE), reason="notebook's own words"),
     # -- faults of one student that must stay theirs --------------------------------------------
     Attack("bad_timestamp", "timestamp.txt holds bytes that are not text",
            files=lambda folder, root: _bad_timestamp(folder, root),

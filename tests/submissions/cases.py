@@ -77,6 +77,18 @@ def _delete_cell(grade_id: str) -> Callable[[dict], dict]:
     return mutate
 
 
+def _copy_cells(*grade_ids: str) -> Callable[[dict], dict]:
+    """Each cell pasted again right below itself, nbgrader metadata and all (as Jupyter copies)."""
+    def mutate(nb: dict) -> dict:
+        for grade_id in grade_ids:
+            at = nb["cells"].index(_cell(nb, grade_id))
+            copy = json.loads(json.dumps(nb["cells"][at]))
+            copy.pop("id", None)
+            nb["cells"].insert(at + 1, copy)
+        return nb
+    return mutate
+
+
 def _append_to_formula(code: str) -> Callable[[dict], dict]:
     return _formula(GOOD_FORMULA + code)
 
@@ -176,11 +188,16 @@ CASES: list[Case] = [
          passes=("test_kernel",), reasons={t: r"lane 8 .*expected \d+, got \d+" for t in ADDRESS_TESTS}),
     Case("bad_infinite_loop_in_function", "the formula never returns",
          _formula("def ldmatrix_x4_address(lane, row_stride_bytes):\n    while True:\n        pass\n"),
-         passes=("test_kernel",), reasons={t: r"time limit and was interrupted" for t in ADDRESS_TESTS}),
+         passes=("test_kernel",), reasons={t: r"ran past the cell limit of \d+ s and was interrupted"
+                                               for t in ADDRESS_TESTS}),
     Case("bad_infinite_loop_top_level", "an endless loop in the answer cell itself",
          _formula(GOOD_FORMULA + "while True:\n    pass\n"),
          passes=("test_address_visible", "test_address_hidden", "test_kernel"),
-         submission_reason=r"all tests passed .*address_formula: ran past the cell's time limit"),
+         submission_reason=r"all tests passed .*address_formula: ran past the cell limit of \d+ s"),
+    Case("copied_cells", "the intro text and a test cell copied and pasted (each graded as its "
+         "first copy)", _copy_cells("intro", "test_address_visible"),
+         submission_reason=r"all tests passed .*cell intro appears 2 times; the first copy was "
+                           r"graded; cell test_address_visible appears 2 times"),
     Case("bad_print_million_lines", "prints a million lines",
          _append_to_formula("for i in range(1_000_000):\n    print(i)\n")),
     Case("bad_sys_exit", "sys.exit() in the answer cell", _append_to_formula("import sys\nsys.exit(3)\n"),

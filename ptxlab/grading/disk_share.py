@@ -1,0 +1,94 @@
+"""Disk quotas sized to the disk: a submission's quota never promises more than its share of
+the free space that every grading worker of the machine writes to.
+
+With a 512 MiB quota per submission and 400 MB free, one submission could fill the disk, and
+the gradebook, the ledger and every other student's notebook then met a full disk. The quota a
+kernel gets is therefore the smaller of the configured one and an equal share, per worker, of
+what is free now (less a reserve for the grader's own files), counted at the watch's hard
+factor: each sandbox may pass its quota by half before it is stopped.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DiskShare", "disk_share", "snapshot", "remove_new_files", "RESERVE_MB", "FLOOR_MB"]
+
+#: Free space kept for the grader itself (gradebook, ledger, autograded notebooks), MiB.
+RESERVE_MB = 256
+#: A quota is never below this (a machine that full is reported, not shared out to nothing).
+FLOOR_MB = 8
+
+
+@dataclass(frozen=True)
+class DiskShare:
+    """The quota a kernel gets, and why."""
+
+    quota_mb: int
+    configured_mb: int
+    free_mb: int
+    workers: int
+
+    @property
+    def reduced(self) -> bool:
+        return self.quota_mb < self.configured_mb
+
+    def describe(self) -> str:
+        if self.configured_mb <= 0:
+            return "disk: no quota per submission"
+        text = (f"disk: each submission may write {self.quota_mb} MiB (working folder, /tmp "
+                f"and /dev/shm), enforced by the grader's watch")
+        if self.reduced:
+            text += (f"; the configured {self.configured_mb} MiB would promise more than the "
+                     f"{self.free_mb} MiB free shared by {self.workers} worker"
+                     f"{'s' if self.workers != 1 else ''}")
+        return text
+
+
+def disk_share(configured_mb: int, folders: list[Path], workers: int,
+               hard_factor: float = 1.5) -> DiskShare:
+    """The quota for one kernel writing into ``folders`` beside ``workers`` others."""
+    workers = max(1, workers)
+    free = []
+    for folder in folders:
+        try:
+            free.append(shutil.disk_usage(folder).free)
+        except OSError:
+            continue
+    free_mb = int(min(free) / 2**20) if free else 0
+    if configured_mb <= 0 or not free:
+        return DiskShare(configured_mb, configured_mb, free_mb, workers)
+    fair = int((free_mb - RESERVE_MB) / (workers * hard_factor))
+    return DiskShare(max(FLOOR_MB, min(configured_mb, fair)), configured_mb, free_mb, workers)
+
+
+def snapshot(folder: Path) -> set[str]:
+    """The relative paths under ``folder`` now (links not followed)."""
+    found: set[str] = set()
+    root = str(folder)
+    for path in folder.rglob("*"):
+        found.add(str(path)[len(root) + 1:])
+    return found
+
+
+def remove_new_files(folder: Path, before: set[str]) -> int:
+    """Remove what was written under ``folder`` since ``before`` (a submission stopped at its
+    quota leaves nothing behind); returns how many entries went."""
+    removed = 0
+    root = str(folder)
+    for path in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        rel = str(path)[len(root) + 1:]
+        if rel in before:
+            continue
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed += 1
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue
+    return removed
