@@ -108,6 +108,8 @@ def test_detached_shared_memory_counts_as_its_memory(tmp_path, group):
 
 
 @needs_groups
+@pytest.mark.skipif("pids" not in ROOT.hierarchies,
+                    reason=ROOT.missing.get("pids", "") or "no pids controller here")
 def test_a_fork_storm_meets_the_task_limit_and_is_named(tmp_path, group):
     g = group(tasks=40)
     storm = ("import subprocess\n"
@@ -156,7 +158,8 @@ def test_new_sessions_stay_in_the_group_and_are_killed_with_it(tmp_path, group):
 
 
 @needs_groups
-@pytest.mark.skipif("cpu" not in ROOT.hierarchies, reason="no cpu controller here")
+@pytest.mark.skipif("cpu" not in ROOT.hierarchies,
+                    reason=ROOT.missing.get("cpu", "") or "no cpu controller here")
 def test_a_hog_of_many_sessions_gets_one_share_of_the_cpu(tmp_path, group):
     """Busy processes in sessions of their own, each once an autogroup with a full share:
     in a group they share one weight, and a neighbour's single process gets its own."""

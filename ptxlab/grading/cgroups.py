@@ -193,6 +193,10 @@ def _v2_hierarchies(found: CgroupRoot, own: dict[str, str], tag: str) -> None:
         offered = set((parent / "cgroup.controllers").read_text().split())
     except OSError:
         return
+    for c in wanted:
+        if c not in offered:
+            found.missing[c] = (f"the grader's cgroup v2 group ({parent}) is not given it "
+                                f"(its cgroup.controllers: {' '.join(sorted(offered)) or 'none'})")
     wanted = [c for c in wanted if c in offered]
     if not wanted:
         return
