@@ -295,6 +295,13 @@ ATTACKS: list[Attack] = [
                _after_imports("widgets.FragmentMap(num=4, lane=3)\n"))),
     Attack("good_blank", "the notebook as released, nothing answered", base="blank",
            zero=TESTS),
+    # -- honest students whose ids a careless grader would mangle ---------------------------------
+    Attack("good_jos\u00e9", "the course's solutions, an id with a precomposed accent (NFC)"),
+    Attack("good_jose\u0301", "the course's solutions, the same id decomposed (NFD)"),
+    Attack("good_\u674e\u96f7", "the course's solutions, an id in Chinese characters"),
+    Attack("good_o'brien", "the course's solutions, an id with an apostrophe"),
+    Attack("good_ann-marie", "the course's solutions, an id with a hyphen"),
+    Attack("good_x y", "the course's solutions, an id with a space"),
 ]
 
 
