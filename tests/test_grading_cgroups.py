@@ -301,3 +301,31 @@ def test_a_v2_tree_gets_its_limits_written(tmp_path, monkeypatch):
     assert str(folder / "cgroup.procs") in argv[2]
     (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
     assert g.oom_kills() == 1 and g.limit_reason().startswith("memory limit exceeded")
+
+
+@pytest.mark.skipif(not __import__("ptxlab.grading.disk_share", fromlist=["x"]).can_mount_scratch(),
+                    reason="mounting a sized scratch file system needs root")
+def test_a_sized_scratch_area_refuses_the_write_past_it(tmp_path):
+    """The kernel, not a walk every 0.1 s, stops the byte and the file past the quota."""
+    import errno as _errno
+
+    from ptxlab.grading import disk_share
+
+    folder = tmp_path / "private"
+    folder.mkdir()
+    assert disk_share.mount_scratch(folder, 8 << 20, 100)
+    try:
+        with pytest.raises(OSError) as full:
+            with open(folder / "big", "wb") as fh:
+                for _ in range(16):
+                    fh.write(b"x" * (1 << 20))
+                    fh.flush()
+        assert full.value.errno == _errno.ENOSPC
+        (folder / "big").unlink()
+        with pytest.raises(OSError) as many:
+            for n in range(200):
+                (folder / f"f{n}").write_bytes(b"")
+        assert many.value.errno == _errno.ENOSPC
+    finally:
+        disk_share.unmount_scratch(folder)
+    assert not list(folder.iterdir())           # the files went with the file system

@@ -104,17 +104,10 @@ def _write_class(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from ptxlab.grading import sandbox
-    try:
-        sandbox.bwrap_binary()
-    except Exception as exc:
-        pytest.skip(f"graded in the sandbox, which cannot start here: {exc}")
-    root = fixture_course.make_course(tmp_path_factory.mktemp("habits") / "course",
-                                      assignment=ASSIGNMENT)
     env = fixture_course.grading_env(PTXLAB_KERNEL_MEMORY_MB="1024",
                                      PTXLAB_CELL_TIMEOUT_S=str(CELL_LIMIT_S))
-    gen = fixture_course.nbgrader(["generate_assignment", ASSIGNMENT], root, env)
-    assert gen.returncode == 0, gen.stderr[-3000:]
+    root = fixture_course.released_course(tmp_path_factory.mktemp("habits") / "course",
+                                          ASSIGNMENT, env)
     _write_class(root)
     run = fixture_course.ptxlab_grade(
         [ASSIGNMENT, "--workers", "2", "--submission-timeout", str(SUBMISSION_LIMIT_S)],

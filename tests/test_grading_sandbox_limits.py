@@ -8,7 +8,6 @@ next to it keeps full marks.
 """
 from __future__ import annotations
 
-import csv
 import re
 import subprocess
 import sys
@@ -62,25 +61,13 @@ BY_NAME = {a.name: a for a in LIMIT_ATTACKS}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from ptxlab.grading import sandbox
-    try:
-        sandbox.bwrap_binary()
-    except Exception as exc:
-        pytest.skip(f"graded in the sandbox, which cannot start here: {exc}")
-    root = fixture_course.make_course(tmp_path_factory.mktemp("limits") / "course",
-                                      assignment=ASSIGNMENT)
     env = fixture_course.grading_env(PTXLAB_KERNEL_MEMORY_MB=str(MEMORY_MB),
                                      PTXLAB_CELL_TIMEOUT_S="60",
                                      PTXLAB_KERNEL_DISK_MB=str(DISK_MB))
-    gen = fixture_course.nbgrader(["generate_assignment", ASSIGNMENT], root, env)
-    assert gen.returncode == 0, gen.stderr[-3000:]
+    root = fixture_course.released_course(tmp_path_factory.mktemp("limits") / "course",
+                                          ASSIGNMENT, env)
     students = attacks.write_class(root, LIMIT_ATTACKS)
-    run = subprocess.run([sys.executable, "-m", "ptxlab.cli", "grade", ASSIGNMENT,
-                          "--workers", "2"], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=1200)
-    assert run.returncode == 0, f"ptxlab grade failed:\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
-    with open(root / "grading" / ASSIGNMENT / "grades.csv") as fh:
-        rows = {r["student"]: r for r in csv.DictReader(fh)}
+    _, rows = fixture_course.grade_class(root, ASSIGNMENT, env)
     assert set(rows) == set(students)
     return {"root": root, "rows": rows}
 

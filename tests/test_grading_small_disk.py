@@ -7,7 +7,6 @@ Needs root (it mounts a sized tmpfs for the scratch space) and the grading sandb
 """
 from __future__ import annotations
 
-import csv
 import os
 import subprocess
 import sys
@@ -52,24 +51,12 @@ def small_scratch(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graded(small_scratch, tmp_path_factory):
-    from ptxlab.grading import sandbox
-    try:
-        sandbox.bwrap_binary()
-    except Exception as exc:
-        pytest.skip(f"graded in the sandbox, which cannot start here: {exc}")
-    root = fixture_course.make_course(tmp_path_factory.mktemp("small_disk") / "course",
-                                      assignment=ASSIGNMENT)
     env = fixture_course.grading_env(PTXLAB_CELL_TIMEOUT_S="60", TMPDIR=str(small_scratch))
     env.pop("PTXLAB_KERNEL_DISK_MB", None)              # the default 512 MiB
-    gen = fixture_course.nbgrader(["generate_assignment", ASSIGNMENT], root, env)
-    assert gen.returncode == 0, gen.stderr[-3000:]
+    root = fixture_course.released_course(tmp_path_factory.mktemp("small_disk") / "course",
+                                          ASSIGNMENT, env)
     attacks.write_class(root, CLASS)
-    run = subprocess.run([sys.executable, "-m", "ptxlab.cli", "grade", ASSIGNMENT,
-                          "--workers", "2"], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=1200)
-    assert run.returncode == 0, f"ptxlab grade failed:\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
-    with open(root / "grading" / ASSIGNMENT / "grades.csv") as fh:
-        rows = {r["student"]: r for r in csv.DictReader(fh)}
+    run, rows = fixture_course.grade_class(root, ASSIGNMENT, env)
     return {"root": root, "rows": rows, "stderr": run.stderr}
 
 

@@ -9,11 +9,14 @@ factor: each sandbox may pass its quota by half before it is stopped.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DiskShare", "disk_share", "snapshot", "remove_new_files", "RESERVE_MB", "FLOOR_MB"]
+__all__ = ["DiskShare", "disk_share", "snapshot", "remove_new_files", "RESERVE_MB", "FLOOR_MB",
+           "can_mount_scratch", "mount_scratch", "unmount_scratch"]
 
 #: Free space kept for the grader itself (gradebook, ledger, autograded notebooks), MiB.
 RESERVE_MB = 256
@@ -34,11 +37,15 @@ class DiskShare:
     def reduced(self) -> bool:
         return self.quota_mb < self.configured_mb
 
-    def describe(self) -> str:
+    def describe(self, sized_scratch: bool = False) -> str:
         if self.configured_mb <= 0:
             return "disk: no quota per submission"
         text = (f"disk: each submission may write {self.quota_mb} MiB (working folder, /tmp "
-                f"and /dev/shm), enforced by the grader's watch")
+                f"and /dev/shm), " + (
+                    "enforced by the kernel: each notebook's private folder (its /tmp, /dev/shm "
+                    "and working folder) is a file system of that size and file count, with "
+                    "the grader's watch as well" if sized_scratch else
+                    "enforced by the grader's watch (no sized file system can be mounted here)"))
         if self.reduced:
             text += (f"; the configured {self.configured_mb} MiB would promise more than the "
                      f"{self.free_mb} MiB free shared by {self.workers} worker"
@@ -92,3 +99,30 @@ def remove_new_files(folder: Path, before: set[str]) -> int:
         except OSError:
             continue
     return removed
+
+
+def can_mount_scratch() -> bool:
+    """Whether this grader may mount a sized file system for each notebook (root may)."""
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+def mount_scratch(folder: Path, size_bytes: int, files: int) -> bool:
+    """Mount a tmpfs of ``size_bytes`` and ``files`` entries at ``folder``: past either, the
+    kernel answers "No space left on device" however fast a notebook writes. Its pages count
+    against the notebook's memory too (its control group is charged for them). ``False``
+    where it cannot be mounted (the watch then holds the quota alone)."""
+    options = f"size={max(size_bytes, 1 << 20)},nr_inodes={max(files, 64)},mode=0700"
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "ptxlab-scratch",
+                               str(folder)], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def unmount_scratch(folder: Path) -> None:
+    """Unmount a scratch file system (lazily: a process still dying there does not hold it)."""
+    try:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        pass

@@ -245,6 +245,8 @@ class SandboxedExecute(Execute):
                 break
             finally:
                 log_path, offset = self._read_launches(log_path, offset, index, launches)
+            if self._past_a_limit(index, plan):
+                break
             if self._stopped_by(cell) == "submission":
                 self._stop_at_submission_limit(index, plan, ran=True)
                 break
@@ -485,6 +487,19 @@ class SandboxedExecute(Execute):
         _copy_tree(Path(source), km.workdir)
         km.hand_over(km.workdir)            # the sandbox's own account may change its files
         return km
+
+    def _past_a_limit(self, index: int, plan: judge.GradingPlan | None) -> bool:
+        """Whether the grader's measure after cell ``index`` stopped the sandbox (its disk
+        quota filled in that cell, say): the cell then says why, the later ones did not run."""
+        check = getattr(self.km, "limit_reached_now", None)
+        if check is None or not check():
+            return False
+        self._give_up_from(index, DeadKernelError("stopped by the grader at a limit"))
+        if plan is not None:
+            plan.lost.update({s.key: "the notebook's kernel was stopped at a limit before the "
+                              "test cell of this answer ran (see the cell that passed it)"
+                              for s in plan.slots if s.key not in plan.replies})
+        return True
 
     def _give_up_from(self, index: int, exc: Exception) -> None:
         """Record why cell ``index`` failed and mark every later code cell as not run."""

@@ -137,6 +137,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     _workdir: Path | None = None
     _workdir_before: set[str] | None = None
     _disk_share: disk_share.DiskShare | None = None
+    #: The private folder mounted as a sized file system of its own (unmounted at cleanup).
+    _scratch: Path | None = None
     #: The sandbox's start until the kernel is launched (the file of bwrap's options).
     _sandbox_start: sandbox.SandboxLaunch | None = None
 
@@ -185,13 +187,15 @@ class SandboxedKernelManager(AsyncKernelManager):
             # Signals to the sandbox's process do not reach the kernel inside it; ask the kernel
             # to interrupt itself (an interrupt_request on the control channel) instead.
             self.kernel_spec.interrupt_mode = "message"
+        self._share_disk(Path(kw.get("cwd") or os.getcwd()).resolve(),
+                         dict(kw.get("env") or os.environ))
+        self._mount_scratch()
         if self.spare:
             self.workdir.mkdir()
             kw["cwd"] = str(self.workdir)
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
         env = dict(kw.get("env") or os.environ)
-        self._share_disk(workdir, env)
         boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
         limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
                   "disk_mb": self.disk_share.quota_mb, "max_files": self.max_files,
@@ -296,6 +300,27 @@ class SandboxedKernelManager(AsyncKernelManager):
         if not self.spare and _course_paths_of(workdir):
             self._workdir, self._workdir_before = workdir, disk_share.snapshot(workdir)
 
+    def _mount_scratch(self) -> None:
+        """Make the private folder (the sandbox's /tmp and /dev/shm, a prestarted kernel's
+        working folder) a file system of the hard quota's size, where this grader may mount
+        one: the kernel then refuses the write past it, however fast it comes."""
+        self._unmount_scratch()         # a restarted kernel's earlier folder
+        share = self._disk_share
+        if (self.sandbox_mode != "bwrap" or share is None or share.quota_mb <= 0
+                or not disk_share.can_mount_scratch()):
+            return
+        size = int(HARD_FACTOR * share.quota_mb * 2**20) + (4 << 20)    # + its sockets, notes
+        files = int(HARD_FACTOR * self.max_files) + 64 if self.max_files > 0 else 1 << 20
+        if disk_share.mount_scratch(self._private_dir, size, files):
+            self._scratch = self._private_dir
+
+    def _unmount_scratch(self) -> None:
+        if self._scratch is not None:
+            disk_share.unmount_scratch(self._scratch)
+            if self._scratch != self._private_dir:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
     def _remove_what_passed_the_quota(self) -> None:
         """A notebook that left its folder over the quota (whoever stopped it) leaves none of
         what it wrote there: the next step and the next student get the disk back."""
@@ -339,6 +364,11 @@ class SandboxedKernelManager(AsyncKernelManager):
                 self.log.warning("could not remove the control group of kernel %s",
                                  self._group.name)
             self._group = None
+
+    def limit_reached_now(self) -> str:
+        """Measure the sandbox now (the grader calls it after each cell) and stop it past a
+        limit: the grader's reason, or ``""``."""
+        return self._watch.check_now() if self._watch is not None else ""
 
     def _settle_limits(self) -> None:
         """Ask the kernel's control group, now, whether it stopped the sandbox at a limit: its
@@ -463,6 +493,7 @@ class SandboxedKernelManager(AsyncKernelManager):
             self._remove_what_passed_the_quota()
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self._private_dir is not None:
+            self._unmount_scratch()
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
         if not restart and self._guard_dir is not None:

@@ -104,6 +104,11 @@ def _cell_error(cell) -> str | None:
         return None
     names = {o.get("ename", "") for o in errors}
     worded = [o for o in errors if o.get("ename") == CELL_TIMEOUT]
+    last = cell.get("outputs", [])[-1]
+    if last.get("output_type") == "error" and last.get("ename") == "KernelStopped":
+        # the grader stopped the sandbox after the cell's own error (a write its full disk
+        # refused): the grader's reason, with the limit's figure, says more than the cell's
+        return short_error(last.get("ename", ""), last.get("evalue", ""))
     if worded:                         # the grader's words, with the limit's figure
         return _ANSI.sub("", str(worded[0].get("evalue", ""))).strip()[:_REASON_CHARS]
     if "CellTimeoutError" in names or errors[0].get("ename") == "KeyboardInterrupt":

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..run.in_process import where_text
 from ..run.includes import preprocessor
 from ..run.launch_log import LAUNCH_LOG_ENV
-from . import sandbox
+from . import disk_share, sandbox
 from .sandbox_account import describe_account, sandbox_account
 from .launch_service_pool import WORKERS_ENV, shutdown_launch_services, wants_service
 
@@ -218,7 +218,8 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     # the disk every worker's kernels write to: the submissions' folders and the scratch space
     disk = settings._shared_quota([course, Path(tempfile.gettempdir())],
                                   {WORKERS_ENV: str(workers)})
-    limits += "\n" + disk.describe()
+    sized = settings.sandbox_mode == "bwrap" and disk_share.can_mount_scratch()
+    limits += "\n" + disk.describe(sized_scratch=sized)
     if settings.sandbox_mode == "bwrap":       # whom the notebooks run as, outside
         try:
             limits += "\n" + describe_account(sandbox_account())

@@ -285,19 +285,26 @@ class SandboxWatch:
                         f"{resident / 2**20:.0f} MiB together, more than {hard / 2**20:.0f} MiB, "
                         f"one and a half times its limit of {self.memory_mb} MiB (all the "
                         "notebook's processes together); the grader stopped them all"), pids
-        if self.disk_mb > 0 or self.max_files > 0:
-            hard_bytes = int(HARD_FACTOR * self.disk_mb * 2**20) if self.disk_mb > 0 else 1 << 62
-            hard_files = int(HARD_FACTOR * self.max_files) if self.max_files > 0 else 1 << 62
-            used, files = folder_usage(self.folders, hard_bytes, hard_files)
-            used += deleted
-            if used > hard_bytes or files > hard_files:
-                what = (f"at least {used / 2**20:.0f} MiB written, limit {self.disk_mb} MiB"
-                        if used > hard_bytes else
-                        f"at least {files} files written, limit {self.max_files} files")
-                return (f"Disk quota exceeded ({what}): the notebook's working folder, /tmp and "
-                        "/dev/shm together held more than one and a half times its quota, and "
-                        "the grader stopped it"), pids
-        return "", pids
+        return self.disk_reason(deleted), pids
+
+    def disk_reason(self, deleted: int = 0) -> str:
+        """Why the folders the sandbox writes are past the hard quota, or ``""`` (measured
+        whether or not a process is left: a kernel that stopped itself at its quota may have
+        had no room left for its own note)."""
+        if self.disk_mb <= 0 and self.max_files <= 0:
+            return ""
+        hard_bytes = int(HARD_FACTOR * self.disk_mb * 2**20) if self.disk_mb > 0 else 1 << 62
+        hard_files = int(HARD_FACTOR * self.max_files) if self.max_files > 0 else 1 << 62
+        used, files = folder_usage(self.folders, hard_bytes, hard_files)
+        used += deleted
+        if used <= hard_bytes and files <= hard_files:
+            return ""
+        what = (f"at least {used / 2**20:.0f} MiB written, limit {self.disk_mb} MiB"
+                if used > hard_bytes else
+                f"at least {files} files written, limit {self.max_files} files")
+        return (f"Disk quota exceeded ({what}): the notebook's working folder, /tmp and "
+                "/dev/shm together held more than one and a half times its quota, and "
+                "the grader stopped it")
 
     def _enforce(self, why: str) -> None:
         self.reason = why
@@ -311,11 +318,24 @@ class SandboxWatch:
             self.group.kill()
         kill_tree(self.root_pid)
 
+    def check_now(self) -> str:
+        """Measure now (between two cells) and stop the sandbox past a limit: the reason, or
+        ``""``. A write the kernel refused at a sized scratch area's end leaves the folder just
+        past the hard quota, so this names the quota even when the notebook would have ended
+        before the next look."""
+        if not self.reason:
+            why, _ = self.check()
+            if why:
+                self._stop.set()
+                self._enforce(why)
+        return self.reason
+
     def settle(self) -> str:
         """The reason the sandbox was stopped, checked once more now (the kernel may have
         stopped it between two looks): written to ``reason_file`` when there is one."""
-        if not self.reason and self.group is not None:
-            why = self.group.limit_reason()
+        if not self.reason:
+            why = (self.group.limit_reason() if self.group is not None else "") or \
+                self.disk_reason()
             if why:
                 self._stop.set()
                 self._enforce(why)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..run import sources
+from .disk_share import unmount_scratch
 from .launch_service_pool import WORKERS_ENV
 from .outcome import StudentOutcome
 
@@ -63,6 +64,18 @@ def watchdog_s(submission_timeout_s: float) -> float:
     return submission_timeout_s + GRADER_ALLOWANCE_S
 
 
+def mounts_under(folder: Path) -> list[Path]:
+    """Mount points inside ``folder`` (deepest first), from this process's mount table."""
+    root = str(folder.resolve()) + "/"
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    points = [line.split()[4].replace("\\040", " ") for line in lines if len(line.split()) > 4]
+    return sorted((Path(p) for p in points if p.startswith(root)),
+                  key=lambda p: len(p.parts), reverse=True)
+
+
 def remove_stale_scratch() -> None:
     """Scratch folders of drivers that are gone (killed, or the machine restarted)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
@@ -72,6 +85,8 @@ def remove_stale_scratch() -> None:
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
+            for mounted in mounts_under(folder):     # a killed worker's sized scratch areas
+                unmount_scratch(mounted)
             shutil.rmtree(folder, ignore_errors=True)
         except PermissionError:   # another user's live batch
             pass
