@@ -32,6 +32,10 @@ __all__ = ["CgroupRoot", "SubmissionGroup", "GroupLimits", "find_root", "CONTROL
 #: What a submission's group limits: memory (all its pages, tmpfs and shm included), tasks
 #: (processes and threads), and its share of the CPU.
 CONTROLLERS = ("memory", "pids", "cpu")
+#: What holds a limit whose controller this grader cannot use.
+_FALLBACK = {"memory": "the grader's watch measures memory instead",
+             "pids": "the grader's watch counts processes instead",
+             "cpu": "the CPU is not shared per submission"}
 #: Every group gets the same weight: CPU is shared per submission, not per process or session.
 _CPU_WEIGHT_V2 = 100
 _CPU_SHARES_V1 = 1024
@@ -79,10 +83,10 @@ class CgroupRoot:
         for h in self.hierarchies.values():
             by_version.setdefault(h.version, []).append(h.controller)
         parts = [f"cgroup v{v} ({', '.join(cs)})" for v, cs in sorted(by_version.items())]
-        text = ("limits: enforced by the kernel per submission through " + " and ".join(parts)
-                + "; disk by the grader's watch")
+        text = "limits: enforced by the kernel per submission through " + " and ".join(parts)
         if self.missing:
-            text += "; not available: " + "; ".join(f"{c} ({w})" for c, w in self.missing.items())
+            text += "; not available: " + "; ".join(
+                f"{c} ({w}; {_FALLBACK[c]})" for c, w in self.missing.items())
         return text
 
     def group(self, name: str, limits: GroupLimits) -> "SubmissionGroup":
