@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["DiskShare", "disk_share", "snapshot", "remove_new_files", "RESERVE_MB", "FLOOR_MB",
-           "can_mount_scratch", "mount_scratch", "unmount_scratch"]
+           "can_mount_scratch", "mount_scratch", "unmount_scratch", "copy_submission"]
 
 #: Free space kept for the grader itself (gradebook, ledger, autograded notebooks), MiB.
 RESERVE_MB = 256
@@ -126,3 +126,16 @@ def unmount_scratch(folder: Path) -> None:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         pass
+
+
+def copy_submission(source: Path, dest: Path) -> None:
+    """The notebook's folder (the files next to the notebook) into a kernel's own working
+    folder, links left behind (never followed out of the submission)."""
+    for item in source.iterdir():
+        target = dest / item.name
+        if item.is_symlink():
+            continue
+        if item.is_dir():
+            shutil.copytree(item, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(item, target)

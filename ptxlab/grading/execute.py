@@ -38,7 +38,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer
 
-from . import judge, run_limits, step_times
+from . import disk_share, judge, run_limits, step_times
 from .machine_faults import KernelStartFailed
 from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager, effective_launch_timeout
@@ -484,7 +484,7 @@ class SandboxedExecute(Execute):
         if not alive or km.workdir is None or not source or not os.path.isdir(source):
             _shutdown_quietly(km)
             return None
-        _copy_tree(Path(source), km.workdir)
+        disk_share.copy_submission(Path(source), km.workdir)
         km.hand_over(km.workdir)            # the sandbox's own account may change its files
         return km
 
@@ -568,15 +568,3 @@ def _message_bytes(value, limit: int = 1 << 34) -> int:
 def _error_output(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
                         traceback=[f"{ename}: {evalue}"])
-
-
-def _copy_tree(source: Path, dest: Path) -> None:
-    """The notebook's folder (the files next to the notebook) into a spare kernel's folder."""
-    for item in source.iterdir():
-        target = dest / item.name
-        if item.is_symlink():
-            continue                   # never follow a link out of the submission
-        if item.is_dir():
-            shutil.copytree(item, target, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(item, target)

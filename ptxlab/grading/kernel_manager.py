@@ -193,6 +193,13 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self.spare:
             self.workdir.mkdir()
             kw["cwd"] = str(self.workdir)
+        elif self._scratch is not None and kw.get("cwd") and Path(kw["cwd"]).is_dir():
+            # in its sized scratch area, as a prestarted kernel: the kernel refuses the write
+            # past the quota in the working folder too (nbgrader saves the notebook itself)
+            work = self._private_dir / "work"
+            work.mkdir()
+            disk_share.copy_submission(Path(kw["cwd"]), work)
+            kw["cwd"] = str(work)
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
         env = dict(kw.get("env") or os.environ)
