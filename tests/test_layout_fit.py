@@ -294,6 +294,11 @@ def test_tile_offset_in_the_formula():
                                                                         "byte 24"]),
     # the register side names elements the shared tile does not have
     (FRAG[2], "(8,8):(8,1)", "f16", "load", None, "register", ["outside the shared tile"]),
+    # rows 8 elements apart in a 16-wide tile: row r's second half is row r+1's first, and a
+    # row of stride 0 stores every row at one address: a store the PTX ISA leaves undefined
+    (FRAG[2], "(8,16):(8,1)", "f16", "store", None, "overlap", ["both go to shared element 8",
+                                                               "undefined"]),
+    (FRAG[2], "(8,16):(0,1)", "f16", "store", None, "overlap", ["both go to shared element 0"]),
 ])
 def test_declines_with_the_reason(reg, smem, dtype, direction, target, reason, words):
     fit = fit_copy(reg, smem, dtype, direction, target)
@@ -454,3 +459,35 @@ def test_formula_for_several_instructions_and_warps_gives_every_address():
             for i in range(fit.instructions):
                 np.testing.assert_array_equal(
                     _eval_formula(fit.address_formula, np.arange(32), i, w), addrs[w, i])
+
+
+def test_a_load_may_read_one_row_twice():
+    """What a store may not do, a load may: two rows at one address are read twice."""
+    fit = fit_copy(FRAG[2], "(8,16):(0,1)", "f16", "load")
+    assert fit.fits, fit.message
+
+
+def test_an_8bit_decline_leads_with_the_forms_todays_gpus_have():
+    """Without a target the reason leads with the m8n8 forms (sm_75 and later); the sm_100a-class
+    form's reason follows; with that target named it leads."""
+    reg, smem = "((4,8),(4,2)):((64,1),(16,8))", "(16,32):(1,17)"
+    default = fit_copy(reg, smem, "e4m3", "load")
+    assert not default.fits
+    assert default.message.startswith("for ldmatrix.sync.aligned.m8n8"), default.message
+    assert "on the sm_100a-class targets that have ldmatrix.sync.aligned.m16n16" in default.message
+    newer = fit_copy(reg, smem, "e4m3", "load", target="sm_100a")
+    assert newer.message.startswith("for ldmatrix.sync.aligned.m16n16"), newer.message
+
+
+def test_no_hint_names_a_form_that_does_not_exist():
+    """stmatrix.m16n8 of bytes exists with .trans only: its decline offers no form without it."""
+    from ptxlab.model.layout_fit import _other_trans_hint, copy_forms
+
+    for form in copy_forms():
+        twins = [f for f in copy_forms() if (f.opcode, f.shape, f.dtype) ==
+                 (form.opcode, form.shape, form.dtype) and f.trans != form.trans]
+        hint = _other_trans_hint(form)
+        assert bool(hint) == bool(twins), (form, hint)
+    only_trans = [f for f in copy_forms() if f.opcode == "stmatrix" and f.shape == "m16n8"]
+    assert only_trans and all(f.trans for f in only_trans)
+    assert all(_other_trans_hint(f) == "" for f in only_trans)

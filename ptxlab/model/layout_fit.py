@@ -210,6 +210,7 @@ class _Attempt:
     #                                   warp in _try, (warps, ...) once every warp fitted
     units: bool = False               # elements of another width moved as 16-bit units
     transposed: bool = False          # (units) the shared tile runs along another axis
+    reason: str | None = None         # the decline's reason when not its stage's
 
 
 _STAGE_REASON = {0: "register", 1: "contiguous", 2: "aligned"}
@@ -272,6 +273,10 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
                                    f"outside the shared tile {smem_l} of {smem_l.size} elements")
     coords = np.stack(np.broadcast_arrays(*smem_l.coords(element)), axis=-1)  # (T, V, rank)
     offset = np.asarray(smem_l(element), dtype=np.int64)
+    if direction == "store":
+        shared = _shared_store_address(offset, coords, smem_l)
+        if shared is not None:
+            return decline("overlap", shared)
     coords = coords.reshape(warps, layouts.WARP_SIZE, values, -1)
     offset = offset.reshape(warps, layouts.WARP_SIZE, values)
 
@@ -325,7 +330,16 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
                                  f"so the value count must be a multiple of one of these")
     best = max(attempts + unit_attempts, key=lambda a: a.stage)  # first of the furthest
     message = best.message
-    if best.units and best.transposed and bits == 8:
+    common = [a for a in attempts + unit_attempts if not _newer_than_hopper(a)]
+    newer = None
+    if target is None and _newer_than_hopper(best) and common:
+        # where no target is named, lead with the forms today's GPUs have; the sm_100a-class
+        # form's reason follows
+        newer = best
+        best = max(common, key=lambda a: a.stage)
+        message = (f"{best.message}; on the sm_100a-class targets that have "
+                   f"{newer.form.instruction(newer.num)}: {newer.message}")
+    if best.units and best.transposed and bits == 8 and newer is None:
         b8 = [f for f in copy_forms() if f.opcode == op and f.elem_bits == 8]
         names = " / ".join(sorted({f"{op}.{f.shape}.trans.b8" for f in b8}))
         message += (f"; {names} transposes bytes, but "
@@ -333,7 +347,16 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
                        else "it does not fit this register side either"))
     elif not best.units and unit_attempts and bits != 16:
         message += as_units
-    return decline(_STAGE_REASON[best.stage], message)
+    return decline(best.reason or _STAGE_REASON[best.stage], message)
+
+
+def _newer_than_hopper(a: _Attempt) -> bool:
+    """Whether ``a``'s form needs a newer target than sm_90 (the sm_100a-class 8-bit forms)."""
+    try:
+        matrix_forms.check_target(a.form.matrix_form(a.num), "sm_90", _NEWEST_VERSION)
+    except matrix_forms.FormError:
+        return True
+    return False
 
 
 def _unit_bytes(bits: int) -> int | None:
@@ -379,6 +402,28 @@ def _try_warps(try_one, form: CopyForm, num: int, per_reg: int, values: int,
             return a
         per_warp.append(a.bases)
     return _Attempt(3, "", form, num, np.stack(per_warp), units=a.units)
+
+
+def _shared_store_address(offset: np.ndarray, coords: np.ndarray, smem: Layout) -> str | None:
+    """Why a store over this tile is not one (two register values land on one shared element:
+    one overwrites the other, and within one stmatrix the PTX ISA leaves which undefined; the
+    emulator refuses it), or ``None``. A load may read one element twice."""
+    flat = offset.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    same = np.flatnonzero(np.diff(flat[order]) == 0)
+    if not same.size:
+        return None
+    i, j = (int(order[same[0]]), int(order[same[0] + 1]))
+    values = offset.shape[-1]
+    crd = coords.reshape(-1, coords.shape[-1])
+
+    def who(k: int) -> str:
+        return f"thread {k // values} value {k % values} (tile {_crd(crd[k])})"
+
+    return (f"{who(i)} and {who(j)} both go to shared element {int(flat[i])} of {smem}: a store "
+            "would write one over the other (within one stmatrix the PTX ISA leaves which one "
+            "undefined), so no stmatrix form lowers it; give every element of the tile an "
+            "address of its own")
 
 
 def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
@@ -559,6 +604,12 @@ def _contiguous_axis(smem: Layout, crd: np.ndarray, axis: int) -> int | None:
 
 
 def _other_trans_hint(form: CopyForm) -> str:
+    """The other transposition as a way out, where that form exists (``stmatrix.m16n8`` of
+    bytes has only ``.trans``)."""
+    other = [f for f in copy_forms() if (f.opcode, f.shape, f.dtype) ==
+             (form.opcode, form.shape, form.dtype) and f.trans != form.trans]
+    if not other:
+        return ""
     return " (or the register side must match the form with" + \
         ("out .trans)" if form.trans else " .trans)")
 
