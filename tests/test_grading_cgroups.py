@@ -329,3 +329,14 @@ def test_a_sized_scratch_area_refuses_the_write_past_it(tmp_path):
     finally:
         disk_share.unmount_scratch(folder)
     assert not list(folder.iterdir())           # the files went with the file system
+
+
+def test_a_killed_graders_groups_are_removed(tmp_path):
+    """A grader killed before its exit leaves its groups; the next one removes them (those of
+    a grader still running stay)."""
+    dead = tmp_path / "ptxlab-grading-999999999" / "ptxlab-kernel-x"
+    live = tmp_path / f"ptxlab-grading-{os.getpid()}" / "ptxlab-kernel-y"
+    dead.mkdir(parents=True)
+    live.mkdir(parents=True)
+    cgroups._remove_stale(tmp_path)
+    assert not dead.parent.exists() and live.exists()

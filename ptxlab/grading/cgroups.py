@@ -250,9 +250,20 @@ def find_root(mode: str = "auto") -> CgroupRoot:
             except OSError as exc:
                 found.missing[h.controller] = f"cannot make {h.base}: {exc.strerror}"
     found.hierarchies = {c: h for c, h in found.hierarchies.items() if h.base.is_dir()}
+    for h in found.hierarchies.values():
+        _remove_stale(h.base.parent)
     if found.hierarchies:
         atexit.register(_remove_bases, [h.base for h in found.hierarchies.values()])
     return found
+
+
+def _remove_stale(parent: Path) -> None:
+    """The groups of graders that are gone (killed before their exit could remove them)."""
+    for base in parent.glob("ptxlab-grading-*"):
+        pid = base.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        _remove_bases([base])
 
 
 def _remove_bases(bases: list[Path]) -> None:
