@@ -340,3 +340,12 @@ def test_a_killed_graders_groups_are_removed(tmp_path):
     live.mkdir(parents=True)
     cgroups._remove_stale(tmp_path)
     assert not dead.parent.exists() and live.exists()
+
+
+def test_a_gone_graders_group_with_processes_is_left_alone(tmp_path):
+    """From another PID namespace a live grader looks gone: its busy groups are not removed."""
+    busy = tmp_path / "ptxlab-grading-999999998" / "ptxlab-kernel-z"
+    busy.mkdir(parents=True)
+    (busy / "cgroup.procs").write_text("12345\n")     # a file: its folder cannot be removed
+    cgroups._remove_stale(tmp_path)
+    assert busy.exists()

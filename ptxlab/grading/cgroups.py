@@ -258,12 +258,22 @@ def find_root(mode: str = "auto") -> CgroupRoot:
 
 
 def _remove_stale(parent: Path) -> None:
-    """The groups of graders that are gone (killed before their exit could remove them)."""
+    """The empty groups of graders that are gone (killed before their exit could remove
+    them). Only empty ones: a grader in another PID namespace looks gone from here, and its
+    notebooks' processes are not this grader's to kill."""
     for base in parent.glob("ptxlab-grading-*"):
         pid = base.name.rsplit("-", 1)[-1]
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
-        _remove_bases([base])
+        for child in [c for c in base.iterdir() if c.is_dir()]:
+            try:
+                child.rmdir()
+            except OSError:
+                continue
+        try:
+            base.rmdir()
+        except OSError:
+            continue
 
 
 def _remove_bases(bases: list[Path]) -> None:
