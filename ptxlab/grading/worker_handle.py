@@ -178,6 +178,8 @@ class WorkerProcess:
         # Sandboxed kernels die with the worker (bwrap --die-with-parent), but may still be
         # letting go of their files: a few tries.
         for _ in range(20):
+            for mounted in mounts_under(self.scratch):   # a killed kernel's sized scratch area
+                unmount_scratch(mounted)
             shutil.rmtree(self.scratch, ignore_errors=True)
             if not self.scratch.exists():
                 return
