@@ -318,9 +318,23 @@ def _pids_of(folder: Path) -> list[int]:
         return []
 
 
+def _kill_all(folder: Path, pids: list[int] | None = None) -> None:
+    """SIGKILL every process of the group once: ``cgroup.kill`` where the kernel has it (v2,
+    5.14 and later), else each process listed."""
+    try:
+        (folder / "cgroup.kill").write_text("1")
+        return
+    except OSError:
+        pass
+    for pid in _pids_of(folder) if pids is None else pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _kill_and_remove(folder: Path, rounds: int = 100) -> bool:
     """SIGKILL every process of the group until none is left, then remove its folder."""
-    kill_file = folder / "cgroup.kill"
     for _ in range(rounds):
         pids = _pids_of(folder)
         if not pids:
@@ -332,14 +346,7 @@ def _kill_and_remove(folder: Path, rounds: int = 100) -> bool:
             except OSError:
                 time.sleep(0.01)        # its last tasks are still being reaped
                 continue
-        try:
-            kill_file.write_text("1")
-        except OSError:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        _kill_all(folder, pids)
         time.sleep(0.01)
     return False
 
@@ -401,21 +408,6 @@ class SubmissionGroup:
     def _folder(self, controller: str) -> tuple[int, Path] | None:
         return self.folders.get(controller)
 
-    def memory_bytes(self) -> int | None:
-        """Memory the group holds now (tmpfs, shm and page cache included)."""
-        entry = self._folder("memory")
-        if entry is None:
-            return None
-        version, folder = entry
-        return _read_int(folder / ("memory.current" if version == 2 else "memory.usage_in_bytes"))
-
-    def peak_memory_bytes(self) -> int | None:
-        entry = self._folder("memory")
-        if entry is None:
-            return None
-        version, folder = entry
-        return _read_int(folder / ("memory.peak" if version == 2 else "memory.max_usage_in_bytes"))
-
     def oom_kills(self) -> int:
         """How many processes the kernel killed for the group's memory limit."""
         entry = self._folder("memory")
@@ -425,10 +417,6 @@ class SubmissionGroup:
         if version == 2:
             return _read_keyed(folder / "memory.events").get("oom_kill", 0)
         return _read_keyed(folder / "memory.oom_control").get("oom_kill", 0)
-
-    def tasks(self) -> int | None:
-        entry = self._folder("pids")
-        return None if entry is None else _read_int(entry[1] / "pids.current")
 
     def refused_tasks(self) -> int:
         """How many forks or threads the kernel refused at the group's task limit."""
@@ -459,16 +447,7 @@ class SubmissionGroup:
     def kill(self) -> None:
         """SIGKILL every process of the group (it stays, empty, until :meth:`remove`)."""
         for _, folder in self.folders.values():
-            try:
-                (folder / "cgroup.kill").write_text("1")
-                continue
-            except OSError:
-                pass
-            for pid in _pids_of(folder):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            _kill_all(folder)
 
     def remove(self) -> bool:
         """Kill what is left and remove the group's folders; ``False`` if one stayed."""

@@ -72,21 +72,15 @@ def disk_share(configured_mb: int, folders: list[Path], workers: int,
 
 def snapshot(folder: Path) -> set[str]:
     """The relative paths under ``folder`` now (links not followed)."""
-    found: set[str] = set()
-    root = str(folder)
-    for path in folder.rglob("*"):
-        found.add(str(path)[len(root) + 1:])
-    return found
+    return {str(path.relative_to(folder)) for path in folder.rglob("*")}
 
 
 def remove_new_files(folder: Path, before: set[str]) -> int:
     """Remove what was written under ``folder`` since ``before`` (a submission stopped at its
     quota leaves nothing behind); returns how many entries went."""
     removed = 0
-    root = str(folder)
     for path in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        rel = str(path)[len(root) + 1:]
-        if rel in before:
+        if str(path.relative_to(folder)) in before:
             continue
         try:
             if path.is_dir() and not path.is_symlink():
@@ -94,9 +88,7 @@ def remove_new_files(folder: Path, before: set[str]) -> int:
             else:
                 path.unlink()
             removed += 1
-        except FileNotFoundError:
-            continue
-        except OSError:
+        except OSError:             # gone already, or not ours to remove
             continue
     return removed
 

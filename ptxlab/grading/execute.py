@@ -237,11 +237,9 @@ class SandboxedExecute(Execute):
                 self._give_up_from(index, exc)
                 if self._stopped_by(cell) == "submission":
                     self._stop_at_submission_limit(index, plan, ran=True)
-                elif plan is not None:
-                    plan.lost.update({s.key: "the notebook's kernel was lost before the "
-                                      "test cell of this answer ran (see the cell that "
-                                      "stopped it)" for s in plan.slots
-                                      if s.key not in plan.replies})
+                else:
+                    _lose_unread(plan, "the notebook's kernel was lost before the test cell "
+                                       "of this answer ran (see the cell that stopped it)")
                 break
             finally:
                 log_path, offset = self._read_launches(log_path, offset, index, launches)
@@ -495,10 +493,8 @@ class SandboxedExecute(Execute):
         if check is None or not check():
             return False
         self._give_up_from(index, DeadKernelError("stopped by the grader at a limit"))
-        if plan is not None:
-            plan.lost.update({s.key: "the notebook's kernel was stopped at a limit before the "
-                              "test cell of this answer ran (see the cell that passed it)"
-                              for s in plan.slots if s.key not in plan.replies})
+        _lose_unread(plan, "the notebook's kernel was stopped at a limit before the test cell "
+                           "of this answer ran (see the cell that passed it)")
         return True
 
     def _give_up_from(self, index: int, exc: Exception) -> None:
@@ -539,6 +535,12 @@ def _stopped_at_off(cell: NotebookNode) -> bool:
     last = outputs[-1] if outputs else {}
     return (last.get("output_type") == "stream"
             and str(last.get("text", "")).lstrip().startswith(OFF_STOP_NOTE))
+
+
+def _lose_unread(plan: judge.GradingPlan | None, why: str) -> None:
+    """Every answer of ``plan`` not read yet is lost, for ``why``."""
+    if plan is not None:
+        plan.lost.update({s.key: why for s in plan.slots if s.key not in plan.replies})
 
 
 def _kernel_stop_note(km) -> str:

@@ -22,7 +22,8 @@ from traitlets import Bool, Float, Integer, List, Unicode
 from . import cgroups, client_package, disk_share, sandbox
 from .sandbox_account import hand_over, sandbox_account
 from .sandbox_watch import HARD_FACTOR, SandboxWatch, folder_usage
-from .launch_service_pool import WORKERS_ENV, gpu_memory_cap, service_socket, wants_service
+from .launch_service_pool import (gpu_memory_cap, service_socket, sharing_workers,
+                                  wants_service)
 from ..run.isolation import MEMORY_ENV, TIMEOUT_ENV
 from ..run.launch_client import SERVICE_ENV, SESSION_ENV
 from ..run.launch_log import LAUNCH_LOG_ENV
@@ -203,6 +204,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
         workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
         env = dict(kw.get("env") or os.environ)
+        self._note_workdir(workdir)
         boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
         limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
                   "disk_mb": self.disk_share.quota_mb, "max_files": self.max_files,
@@ -291,20 +293,21 @@ class SandboxedKernelManager(AsyncKernelManager):
         return self._disk_share
 
     def _shared_quota(self, folders: list[Path], env: dict[str, str]) -> disk_share.DiskShare:
-        try:
-            workers = int(env.get(WORKERS_ENV, "1"))
-        except ValueError:
-            workers = 1
-        return disk_share.disk_share(self.disk_quota_mb, folders, workers, HARD_FACTOR)
+        return disk_share.disk_share(self.disk_quota_mb, folders, sharing_workers(env),
+                                     HARD_FACTOR)
 
     def _share_disk(self, workdir: Path, env: dict[str, str]) -> None:
-        """Size this kernel's quota now, and note what its folder holds before it runs."""
+        """Size this kernel's quota now, for the disks of its folders."""
         self._disk_share = self._shared_quota(
             [workdir] + ([self._private_dir] if self._private_dir else []), env)
+
+    def _note_workdir(self, workdir: Path) -> None:
+        """What the kernel's working folder holds before it runs, where that folder is the
+        submission's own (autograded/<student>/<assignment>), the one folder ever cleared: a
+        kernel in its private folder (prestarted, or in a sized scratch area) leaves nothing
+        outside it, and no walk of the submission is needed."""
         self._workdir = self._workdir_before = None
-        # only a submission's own folder (autograded/<student>/<assignment>) is ever cleared;
-        # a spare kernel's folder is its own, removed with it
-        if not self.spare and _course_paths_of(workdir):
+        if _course_paths_of(workdir):
             self._workdir, self._workdir_before = workdir, disk_share.snapshot(workdir)
 
     def _mount_scratch(self) -> None:

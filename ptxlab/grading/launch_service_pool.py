@@ -61,11 +61,16 @@ def gpu_memory_cap(configured_mb: int, environ: dict[str, str] | None = None) ->
         if sandbox.mps_pipe_directory() is not None:
             cap["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={configured_mb}M"
         return cap
+    return {"CUPY_GPU_MEMORY_LIMIT": f"{max(1, _GPU_SHARE_OF_ALL // sharing_workers(env))}%"}
+
+
+def sharing_workers(env: dict[str, str]) -> int:
+    """How many grading workers share this machine (its GPU, its scratch disk): ``env``'s
+    :data:`WORKERS_ENV`, 1 where it is not set or not a number."""
     try:
-        workers = max(1, int(env.get(WORKERS_ENV, "1")))
+        return max(1, int(env.get(WORKERS_ENV, "1")))
     except ValueError:
-        workers = 1
-    return {"CUPY_GPU_MEMORY_LIMIT": f"{max(1, _GPU_SHARE_OF_ALL // workers)}%"}
+        return 1
 
 
 def service_socket(*, sandbox_mode: str, gpu: bool, hidden: list[Path], env: dict[str, str],

@@ -20,7 +20,8 @@ kills every process of the sandbox. The grader reads that reason as the kernel's
 Where the sandbox has a control group (:mod:`ptxlab.grading.cgroups`), the kernel enforces
 memory and processes itself, as they are granted; the watch then only reads what the group
 recorded (an out-of-memory kill, a refused fork), names it, and stops the rest of the sandbox.
-Disk is always the watch's.
+Disk is always measured here too, also where a sized scratch area lets the kernel refuse the
+write past the quota: the measure is what names the quota on the row.
 """
 from __future__ import annotations
 
@@ -144,7 +145,8 @@ def process_tree(root: int, table: dict | None = None) -> list[int]:
 
 def _pss_bytes(pid: int) -> int | None:
     """Proportional resident memory (shared pages split among their users): 0 for a process
-    that has exited (it holds nothing), ``None`` where the kernel does not say."""
+    that has exited (it holds nothing), ``None`` where the kernel does not say (then
+    :func:`resident_now` reads its resident size, or 0 for a zombie)."""
     try:
         for line in _read(f"/proc/{pid}/smaps_rollup", 8192).splitlines():
             if line.startswith(b"Pss:"):
@@ -153,8 +155,6 @@ def _pss_bytes(pid: int) -> int | None:
         return 0
     except (OSError, ValueError, IndexError):
         pass
-    if _stat_of(pid) is None or _stat_of(pid)[3] in ("Z", "X"):
-        return 0
     return None
 
 
@@ -324,22 +324,22 @@ class SandboxWatch:
         past the hard quota, so this names the quota even when the notebook would have ended
         before the next look."""
         if not self.reason:
-            why, _ = self.check()
-            if why:
-                self._stop.set()
-                self._enforce(why)
+            self._stop_for(self.check()[0])
         return self.reason
 
     def settle(self) -> str:
         """The reason the sandbox was stopped, checked once more now (the kernel may have
         stopped it between two looks): written to ``reason_file`` when there is one."""
         if not self.reason:
-            why = (self.group.limit_reason() if self.group is not None else "") or \
-                self.disk_reason()
-            if why:
-                self._stop.set()
-                self._enforce(why)
+            self._stop_for((self.group.limit_reason() if self.group is not None else "")
+                           or self.disk_reason())
         return self.reason
+
+    def _stop_for(self, why: str) -> None:
+        """Stop watching and stop the sandbox for ``why`` (nothing when it is empty)."""
+        if why:
+            self._stop.set()
+            self._enforce(why)
 
 
 def kill_tree(root: int, rounds: int = 20) -> None:

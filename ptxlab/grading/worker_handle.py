@@ -21,6 +21,7 @@ from typing import TextIO
 
 from ..run import sources
 from .disk_share import unmount_scratch
+from .kernel_boot import _mount_points
 from .launch_service_pool import WORKERS_ENV
 from .outcome import StudentOutcome
 
@@ -67,12 +68,7 @@ def watchdog_s(submission_timeout_s: float) -> float:
 def mounts_under(folder: Path) -> list[Path]:
     """Mount points inside ``folder`` (deepest first), from this process's mount table."""
     root = str(folder.resolve()) + "/"
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    points = [line.split()[4].replace("\\040", " ") for line in lines if len(line.split()) > 4]
-    return sorted((Path(p) for p in points if p.startswith(root)),
+    return sorted((Path(p) for p in _mount_points() if p.startswith(root)),
                   key=lambda p: len(p.parts), reverse=True)
 
 

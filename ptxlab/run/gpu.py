@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -374,8 +375,6 @@ def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem
                     f"{len(OUT_OF_MEMORY_WAITS_S)} more tries over "
                     f"{sum(OUT_OF_MEMORY_WAITS_S):g} s ({_one_line(exc)}): another process holds "
                     "it") from None
-            import time
-
             time.sleep(wait_s)
     raise AssertionError("unreachable")
 
