@@ -349,3 +349,22 @@ def test_a_gone_graders_group_with_processes_is_left_alone(tmp_path):
     (busy / "cgroup.procs").write_text("12345\n")     # a file: its folder cannot be removed
     cgroups._remove_stale(tmp_path)
     assert busy.exists()
+
+
+@needs_groups
+@pytest.mark.skipif(not __import__("shutil").which("unshare"), reason="no unshare(1) here")
+def test_a_tmpfs_in_a_nested_namespace_counts_as_its_memory(tmp_path, group):
+    """A user and mount namespace of the notebook's own (``unshare -Urm``) with a tmpfs in it:
+    memory no walk of the sandbox's folders sees, charged to its group all the same."""
+    g = group(memory_mb=192)
+    hog = ("import subprocess\n"
+           "r = subprocess.run(['unshare', '-Urm', 'sh', '-c', 'mkdir -p /tmp/m && mount -t "
+           "tmpfs none /tmp/m && dd if=/dev/zero of=/tmp/m/f bs=1M count=512 && echo HELD'],"
+           " capture_output=True, text=True)\n"
+           "print(r.stdout, r.stderr)\n")
+    run = subprocess.run(g.enter_argv(_sandboxed(tmp_path, hog)), capture_output=True,
+                         text=True, timeout=120)
+    assert "HELD" not in run.stdout, run.stdout + run.stderr
+    if "unshare failed" in run.stdout + run.stderr or "Operation not permitted" in run.stdout:
+        pytest.skip(f"no nested namespace here: {run.stdout.strip()[-200:]}")
+    assert g.oom_kills() > 0 and g.limit_reason().startswith("memory limit exceeded")
