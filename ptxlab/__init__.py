@@ -97,3 +97,10 @@ class _FaceFinder(importlib.abc.MetaPathFinder):
 if not any(isinstance(f, _FaceFinder) for f in sys.meta_path):
     # First, so the path finder never loads a second copy of a module under its face name.
     sys.meta_path.insert(0, _FaceFinder())
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext ptxlab``: the ``%%cuda`` cell magic (a whole CUDA program in a cell)."""
+    from .run.programs import cell_magic
+
+    cell_magic.register(ipython)

@@ -15,6 +15,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                                           "lane gives which row address, which lane/register/byte "
                                           "gets which row and column (old m8n8 and sm_100a-class "
                                           ".b8/packed forms)"),
+    "run": ("ptxlab.run.program_cli", "build and run a whole CUDA program as printed (host main, "
+                                      "launches, printf) on the GPU or on the CPU model"),
     "grade": ("ptxlab.grading.cli", "autograde every collected submission of an assignment"),
     "bench": ("ptxlab.bench.cli", "run the capstone benchmarks on a GPU and write a report"),
 }

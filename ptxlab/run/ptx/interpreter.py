@@ -14,6 +14,7 @@ arrays (copied).
 from __future__ import annotations
 
 import bisect
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -242,6 +243,12 @@ def _step_branch(w: Warp, fl: Flow, entry, pc: int, mask):
     another warp); a predicate that splits the lanes runs the lower target first."""
     launch = w.launch
     launch.branches += 1
+    if launch.deadline is not None and not launch.branches & 0xFFFF \
+            and time.monotonic() > launch.deadline:
+        raise LaneFault(
+            f"the kernel ran longer than {launch.time_limit_s:g} s on the CPU model: an endless "
+            "loop? (a lane spinning on a value another warp or block writes never finishes on "
+            "the CPU model, which runs warps one at a time)", lanes_of(mask), kind="deadlock")
     if launch.branches > launch.branch_budget:
         raise LaneFault(
             f"the kernel ran more than {launch.branch_budget} branches: an endless loop? (a lane "
@@ -538,7 +545,11 @@ class Launch:
 
     def __init__(self, program: Program, grid, block, args, shared_mem: int = 0,
                  branch_budget: int = DEFAULT_BRANCH_BUDGET, printf=None,
-                 racecheck: str | None = None):
+                 racecheck: str | None = None, device_memory: memory.GlobalMemory | None = None,
+                 raw_params: bytes | None = None, time_limit_s: float | None = None):
+        """``device_memory`` and ``raw_params``: a whole program's launch, whose buffers live
+        across launches and whose arguments come packed as the driver packs them;
+        ``time_limit_s``: stop an endless loop after that long, not only after the budget."""
         self.program = program
         self.racecheck = racecheck_mode(racecheck)
         self.grid = _dims(grid, "grid")
@@ -567,13 +578,19 @@ class Launch:
         self.branches = 0
         self.printf = printf
         self._t0 = time.perf_counter_ns()
-        self.glob = memory.GlobalMemory()
-        for v in program.global_vars:
-            buf = self.glob.add(max(v.size, 1), f"variable {v.name}", _var_init(v),
-                                writable=v.space == "global")
-            assert buf.base == program.global_addresses[v.name]
+        self.deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+        self.time_limit_s = time_limit_s
         self.arg_buffers: list = []
-        self.param_bytes = self._pack_params(list(args))
+        if device_memory is not None:
+            self.glob = device_memory
+        else:
+            self.glob = module_memory(program)
+        if raw_params is not None:
+            self.param_bytes = np.zeros(max(16, (program.param_size + 15) // 16 * 16), np.uint8)
+            raw = np.frombuffer(raw_params, dtype=np.uint8)[: program.param_size]
+            self.param_bytes[: raw.size] = raw
+        else:
+            self.param_bytes = self._pack_params(list(args))
         # per-warp special registers that do not depend on the block
         lin = np.arange(self.nwarps * WARP)
         bx, by, _ = self.block
@@ -678,7 +695,23 @@ class Launch:
         return results
 
 
-def _var_init(v) -> bytes | None:
+def module_memory(program: Program) -> memory.GlobalMemory:
+    """A fresh global memory holding the module's variables, at the addresses the program's
+    code was decoded with (they come first, in declaration order)."""
+    glob = memory.GlobalMemory()
+    for v in program.global_vars:
+        buf = glob.add(max(v.size, 1), f"variable {v.name}",
+                       _var_init(v, program.global_addresses), writable=v.space == "global")
+        assert buf.base == program.global_addresses[v.name]
+    return glob
+
+
+_SYMBOL_INIT = re.compile(r"^(?:generic\()?([\w$.]+)(?:\+(\d+))?\)?$")
+
+
+def _var_init(v, addresses: dict[str, int] | None = None) -> bytes | None:
+    """The bytes of a module variable's initialiser; an address of another variable
+    (``generic($str)``: a table of strings) is that variable's address in this memory."""
     if not v.init:
         return None
     from .values import VIEW_DTYPE
@@ -695,7 +728,11 @@ def _var_init(v) -> bytes | None:
             else:
                 vals.append(raw.to_bytes(dt.itemsize, "little"))
         elif isinstance(x, tuple):
-            raise LaunchError(f"initialiser of {v.name} refers to {x[1]}: not supported")
+            m = _SYMBOL_INIT.match(str(x[1]).replace(" ", ""))
+            if not (m and addresses and m.group(1) in addresses):
+                raise LaunchError(f"initialiser of {v.name} refers to {x[1]}: not supported")
+            addr = addresses[m.group(1)] + int(m.group(2) or 0)
+            vals.append((addr & ((1 << (8 * dt.itemsize)) - 1)).to_bytes(dt.itemsize, "little"))
         elif isinstance(x, float):
             vals.append(np.array(x, dtype=dt).tobytes())
         else:

@@ -79,6 +79,23 @@ class GlobalMemory:
         self._bases = np.array([b.base for b in self.buffers], dtype=np.uint64)
         return buf
 
+    def remove(self, base: int) -> bool:
+        """Free the buffer that starts at ``base`` (``cudaFree``); ``False`` if none does."""
+        for i, b in enumerate(self.buffers):
+            if b.base == base:
+                del self.buffers[i]
+                self._bases = np.array([x.base for x in self.buffers], dtype=np.uint64)
+                return True
+        return False
+
+    def span(self, addr: int, nbytes: int) -> tuple[Buffer, int]:
+        """The buffer holding ``nbytes`` from ``addr`` and the offset in it (a host copy);
+        ``ValueError`` saying where the range falls otherwise."""
+        for b in self.buffers:
+            if b.base <= addr and addr + nbytes <= b.base + b.size:
+                return b, addr - b.base
+        raise ValueError(self.describe(addr, nbytes))
+
     def locate(self, addrs: np.ndarray, nbytes: int, lanes: np.ndarray, what: str) -> np.ndarray:
         """Index of the buffer holding each access; faults name the first bad lane."""
         k = np.searchsorted(self._bases, addrs, side="right").astype(np.int64) - 1
