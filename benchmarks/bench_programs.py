@@ -31,6 +31,12 @@ PROGRAMS = ROOT / "tests" / "programs"
 HANG_LIMIT_S = 3.0
 
 
+def case_name(entry: dict) -> str:
+    """A manifest entry's key in the record: the file, and its arguments when it has some."""
+    args = entry.get("args") or []
+    return entry["file"] + (" -- " + " ".join(args) if args else "")
+
+
 def run_once(path: Path, backend: str, args: list[str]) -> dict:
     """One ``ptxlab run``: what it printed and how long it took."""
     out, err = io.StringIO(), io.StringIO()
@@ -95,18 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {b: {} for b in backends}
     cells: dict[str, dict] = {b: {} for b in backends}
     for entry in manifest:
-        name = entry["file"]
-        if ns.only and name not in ns.only:
+        name = case_name(entry)
+        if ns.only and entry["file"] not in ns.only:
             continue
         for backend in backends:
             if backend == "gpu" and not entry.get("gpu", True):
                 continue
-            r = run_once(folder / name, backend, list(entry.get("args", [])))
+            r = run_once(folder / entry["file"], backend, list(entry.get("args", [])))
             results[backend][name] = r
             print(f"{backend}  {name:36s} status {r['exit_status']!s:>13}  build "
                   f"{r['build_s']:6.2f} s  run {r['run_s']:6.2f} s", flush=True)
             if entry.get("expect") != "compile_error" and entry.get("gpu", True):
-                c = run_cell(folder / name, backend, list(entry.get("args", [])))
+                c = run_cell(folder / entry["file"], backend, list(entry.get("args", [])))
                 if c is not None:
                     c["same_as_run"] = c["stdout"] == r["stdout"] and \
                         c["exit_status"] == r["exit_status"]

@@ -9,7 +9,8 @@
 # 1. where your kernels run (a GPU, or the CPU model when there is none);
 # 2. lanes and warps;
 # 3. shared-memory addresses, the `cvta` conversion and 16-byte alignment;
-# 4. banks.
+# 4. banks;
+# 5. running whole programs as you find them in articles.
 #
 # Every exercise has a `check` you can run as often as you like, and `.hint()` for a nudge;
 # after the last hint, `.reveal()` shows the solution (your progress notes that you looked).
@@ -255,6 +256,83 @@ widgets.AddressTable("base + lane * stride", num=1, stride=16)
 
 # %%
 widgets.FragmentMap(num=1, lane=5)
+
+
+# %% [markdown]
+# ## Run what you read
+#
+# Articles, repositories and the PTX ISA show these instructions inside whole programs: a host
+# `main` that allocates and copies memory, a `<<<grid, block>>>` launch, a kernel whose lanes
+# `printf` what they received. Paste such a program into a cell that starts with `%%cuda` and it
+# runs as printed, on whichever backend is here: the GPU if there is one, else the CPU model.
+# `%load_ext ptxlab` (once per notebook) makes `%%cuda` available.
+#
+# The program below is written in that style. One warp copies a 16x8 tile of 16-bit values
+# into shared memory (row `r`, column `c` holds `100 * r + c`, so every value names its place)
+# and loads it with `ldmatrix...x2`, two 8x8 matrices; each lane prints the two halves of each
+# of its two registers.
+
+# %%
+%load_ext ptxlab
+
+# %%
+%%cuda
+// ldmatrix .x2: one warp loads a 16x8 tile of 16-bit values (two 8x8 matrices) from shared memory.
+#include <cstdio>
+#include <cstdint>
+#include <cuda_runtime.h>
+
+__global__ void load_x2(const uint16_t* src) {
+  __shared__ __align__(16) uint16_t tile[16 * 8];
+  const unsigned lane = threadIdx.x;
+  for (unsigned i = lane; i < 16 * 8; i += 32) tile[i] = src[i];
+  __syncthreads();
+  // Lanes 0-15 each give the shared address of one 16-byte row: rows 0-7 are matrix 0,
+  // rows 8-15 matrix 1 (lanes 16-31's addresses are not read by .x2).
+  uint32_t row = static_cast<uint32_t>(__cvta_generic_to_shared(&tile[(lane % 16) * 8]));
+  uint32_t r0, r1;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1) : "r"(row));
+  // The low half of a register is the left element of the pair, the high half the right one.
+  printf("lane %2u | r0: %4u %4u | r1: %4u %4u\n", lane,
+         r0 & 0xFFFFu, r0 >> 16, r1 & 0xFFFFu, r1 >> 16);
+}
+
+int main() {
+  uint16_t host[16 * 8];
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c)
+      host[r * 8 + c] = static_cast<uint16_t>(100 * r + c);   // row 12, column 3 holds 1203
+  uint16_t* dev;
+  cudaMalloc(&dev, sizeof host);
+  cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice);
+  load_x2<<<1, 32>>>(dev);
+  cudaDeviceSynchronize();
+  cudaFree(dev);
+  return 0;
+}
+
+# %% [markdown]
+# What happened:
+#
+# * nvcc built the program. On the CPU model its host code (`main`, the loop that fills `host`,
+#   `cudaMalloc`, `cudaMemcpy`) ran natively as an ordinary program: the lab links it against
+#   its own CUDA runtime, which hands every request for the device to the model, and the launch
+#   `load_x2<<<1, 32>>>` ran there, bit-exactly. With a GPU the whole program runs on the GPU,
+#   exactly as nvcc built it. The device `printf` output appears at `cudaDeviceSynchronize`, as
+#   on a GPU.
+# * One line on stderr, `[ptxlab] running cell.cu on ...`, says where it ran and why.
+# * The printout is the fragment layout of notebook 2: lane `L` holds row `L / 4`, columns
+#   `2 * (L % 4)` and `2 * (L % 4) + 1` of the first matrix in `r0` and of the second matrix
+#   (rows 8-15) in `r1`, the left element in the low half.
+#
+# In a terminal, `ptxlab run FILE.cu` does the same with a file. `--cpu` runs every launch on
+# the CPU model even where there is a GPU, `--gpu` insists on the GPU, and the program's own
+# arguments go after `--` (`ptxlab run --cpu FILE.cu -- 64`); a cell takes the same choices
+# (`%%cuda --cpu`, `%%cuda --gpu`, `%%cuda -- 64`). If a kernel faults on the CPU model (an
+# address outside its buffers, say), the lab prints a report naming the kernel, block, warp,
+# lane and the PTX and CUDA lines, and from then on the program's CUDA calls return the error a
+# GPU gives ("an illegal memory access was encountered").
 
 
 # %% [markdown]

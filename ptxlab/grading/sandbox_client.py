@@ -371,6 +371,16 @@ class _ClientFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
 
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext ptxlab`` in a graded notebook: ``%%cuda`` cells exist but run nothing (a
+    whole program is a demo, never an answer), and say so once."""
+
+    def cuda(line: str, cell: str) -> None:
+        Off("ptxlab %%cuda")._note()
+
+    ipython.register_magic_function(cuda, magic_kind="cell", magic_name="cuda")
+
+
 def _install() -> None:
     if __name__ != "ptxlab":       # imported as ptxlab.grading.sandbox_client (tests, the grader)
         return

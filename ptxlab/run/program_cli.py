@@ -20,11 +20,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="after --: the program's own arguments (argv[1:])")
 
 
+def _split(rest: list[str], args: argparse.Namespace) -> list[str]:
+    """The program's arguments (after ``--``, or after the file); the lab's options may also
+    come after the file (``ptxlab run FILE.cu --cpu -- 64``)."""
+    if "--" in rest:
+        cut = rest.index("--")
+        ours, theirs = rest[:cut], rest[cut + 1:]
+    else:        # argparse drops a ``--`` right after the file: leading options are ours
+        cut = 0
+        while cut < len(rest) and rest[cut] in ("--cpu", "--gpu", "--kernel-time-limit"):
+            cut += 2 if rest[cut] == "--kernel-time-limit" else 1
+        ours, theirs = rest[:cut], rest[cut:]
+    late = argparse.ArgumentParser(prog="ptxlab run FILE.cu", add_help=False)
+    late.add_argument("--cpu", action="store_true")
+    late.add_argument("--gpu", action="store_true")
+    late.add_argument("--kernel-time-limit", type=float)
+    got, unknown = late.parse_known_args(ours)
+    if unknown:
+        raise SystemExit(f"ptxlab run: {' '.join(unknown)}: the program's own arguments go "
+                         f"after --, e.g. ptxlab run {args.file} -- {' '.join(unknown)}")
+    args.cpu, args.gpu = args.cpu or got.cpu, args.gpu or got.gpu
+    if args.cpu and args.gpu:
+        raise SystemExit("ptxlab run: --cpu or --gpu, not both")
+    if got.kernel_time_limit is not None:
+        args.kernel_time_limit = got.kernel_time_limit
+    return theirs
+
+
 def run(args: argparse.Namespace) -> int:
+    argv = _split(list(args.args), args)
     backend = "cpu" if args.cpu else "gpu" if args.gpu else "auto"
-    argv = list(args.args)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
     try:
         result = runner.run_program(args.file, backend, argv,
                                     kernel_time_limit_s=args.kernel_time_limit)

@@ -56,7 +56,16 @@ class SolutionCell:
 def _exercise_modules(text: str) -> dict[str, str]:
     """``alias -> module`` for every ``from ptxlab.exercises import MODULE [as ALIAS]``."""
     out = {}
-    for node in ast.walk(ast.parse(text)):
+    for cell in percent_cells(text):
+        if cell.kind == "markdown" or cell.code.lstrip().startswith("%"):
+            continue          # a magic cell (``%load_ext``, ``%%cuda``) is not Python
+        out.update(_imported_exercises(cell.code))
+    return out
+
+
+def _imported_exercises(code: str) -> dict[str, str]:
+    out = {}
+    for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.ImportFrom) and node.module in ("ptxlab.exercises",
                                                                 "ptxlab.teach.exercises"):
             for name in node.names:

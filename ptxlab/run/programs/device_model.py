@@ -215,7 +215,9 @@ class DeviceModel:
             report = "".join(self._warning_report(name, grid, block, w.message) for w in seen
                              if isinstance(w.message, RaceWarning))
         except ptx_errors.LaunchError as exc:
-            status = CUDA_ERRORS["invalid_configuration"]
+            # a launch the GPU refuses (too many threads, too much shared memory): CUDA 13's
+            # runtime answers "invalid argument" (measured on the H100), not a fault
+            status = CUDA_ERRORS["invalid_value"]
             report = f"[ptxlab] launch of {self._pretty(name)}<<<{_d(grid)}, {_d(block)}>>> " \
                      f"refused: {exc}\n"
         except ptx_errors.KernelFault as exc:

@@ -146,8 +146,10 @@ def _pump(src: IO[bytes], dst: IO[str]) -> None:
 
 def _popen(argv: list[str], stdout, stderr, **kw) -> tuple[subprocess.Popen, list[threading.Thread]]:
     """Start the program; its output straight to ours, or pumped into the given streams."""
-    pipe_out = stdout is not None and not _is_real_file(stdout)
-    pipe_err = stderr is not None and not _is_real_file(stderr)
+    # a stream given is always pumped: a notebook's stream may have a descriptor (ipykernel
+    # hands out its terminal's), and output written there would miss the cell
+    pipe_out = stdout is not None
+    pipe_err = stderr is not None
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE if pipe_out else stdout,
                             stderr=subprocess.PIPE if pipe_err else stderr, **kw)
     pumps = []
@@ -157,14 +159,6 @@ def _popen(argv: list[str], stdout, stderr, **kw) -> tuple[subprocess.Popen, lis
             t.start()
             pumps.append(t)
     return proc, pumps
-
-
-def _is_real_file(stream) -> bool:
-    try:
-        stream.fileno()
-        return True
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def _finish(proc: subprocess.Popen, pumps: list[threading.Thread]) -> int:
