@@ -4,6 +4,12 @@ This module is the thin face of :mod:`ptxlab.run.ptx` that :func:`ptxlab.run.bac
 :func:`available` says whether a CUDA-to-PTX compiler is present, :func:`run_kernel` compiles
 (cached), decodes (cached) and runs one launch. Errors are the ``ptxlab.run.ptx.errors`` classes;
 ``backends`` maps them onto its own, so callers see one set whichever backend ran.
+
+Kernels are found by the name they have in the PTX: an ``extern "C"`` kernel's own name (the
+fast path, one compile, as always), else a C++ kernel's name or a template instance
+(``ldmatrix_x4``, ``kernel<float, 4>``), which NVRTC lowers to the mangled entry name in a
+second, cached compile. The standard headers NVRTC lacks (``<cstdint>``...) are stood in for by
+``ptxlab/run/nvrtc_headers``, last on the include path.
 """
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ from .ptx.interpreter import Launch
 from .ptx.parser import parse_module
 from .ptx.program import Program
 
-__all__ = ["available", "compile_ptx", "program_for", "run_kernel", "decode_count"]
+__all__ = ["available", "compile_ptx", "compile_ptx_for_names", "program_for", "run_kernel",
+           "decode_count"]
 
 #: Options every CPU compile gets, the same language level the GPU backend uses.
 COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
@@ -45,13 +52,64 @@ def decode_count() -> int:
 
 
 def compile_ptx(source: str, options: Sequence[str] = ()) -> str:
-    """PTX for ``source`` (``kernels/`` on the include path), from the on-disk cache if seen."""
+    """PTX for ``source`` (``kernels/`` on the include path, and the stand-in standard headers
+    last), from the on-disk cache if seen."""
     opts = COMPILE_OPTIONS + tuple(sources.include_options()) + tuple(options)
-    return nvrtc.compile_to_ptx(source, opts, name="kernel.cu")
+    return nvrtc.compile_to_ptx(source, opts, name="kernel.cu",
+                                fallback_includes=sources.nvrtc_include_options())
+
+
+def compile_ptx_for_names(source: str, options: Sequence[str],
+                          names: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """``(ptx, lowered)``: :func:`compile_ptx` with C++ kernel names (``"kernel<float, 4>"``)
+    instantiated and lowered by NVRTC, so a C++ kernel can be launched by the name its source
+    gives it."""
+    opts = COMPILE_OPTIONS + tuple(sources.include_options()) + tuple(options)
+    return nvrtc.compile_with_lowered_names(source, opts, tuple(names), name="kernel.cu",
+                                            fallback_includes=sources.nvrtc_include_options())
+
+
+def _parse(ptx: str):
+    try:
+        return parse_module(ptx)
+    except PtxSyntaxError as exc:
+        raise CompileError(f"the CPU model could not read the PTX the compiler produced: {exc}")
+
+
+def _entries(module) -> list[str]:
+    return [name for name, fn in module.functions.items() if fn.is_entry]
+
+
+def _cxx_entry(source: str, kernel: str, options: Sequence[str], entries: list[str]):
+    """``(entry name, module)`` of a C++ kernel asked for by its C++ name, compiled again with
+    that name as an NVRTC name expression; :class:`LaunchError` listing the kernels when the
+    source defines none of that name."""
+    problem = nvrtc.name_problem(kernel, entries, source)
+    if problem:
+        raise LaunchError(problem)
+    try:
+        ptx, lowered = compile_ptx_for_names(source, options, [kernel])
+    except CompileError:
+        if nvrtc.base_name(kernel) in nvrtc.defined_kernel_names(entries, source):
+            raise            # the kernel exists: its instance does not compile, say why
+        raise LaunchError(nvrtc.unknown_kernel_message(kernel, entries, source)) from None
+    module = _parse(ptx)
+    found = _entries(module)
+    entry = lowered.get(kernel)
+    if entry is None:                     # nvcc lowers no names: match the demangled ones
+        matches = nvrtc.demangled_matches(kernel, found)
+        entry = matches[0] if len(matches) == 1 else None
+    if entry is None or entry not in found:
+        raise LaunchError(nvrtc.unknown_kernel_message(kernel, entries, source))
+    return entry, module
 
 
 def program_for(source: str, kernel: str, options: Sequence[str] = ()) -> Program:
-    """The decoded :class:`Program` of ``kernel`` in ``source``, decoded once per process."""
+    """The decoded :class:`Program` of ``kernel`` in ``source``, decoded once per process.
+
+    ``kernel`` is an entry's own name (an ``extern "C"`` kernel, or a mangled one), else a C++
+    kernel's name or a template instance (``"kernel<float, 4>"``), lowered by NVRTC.
+    """
     global _decodes
     key = (source, kernel, tuple(options))
     with _lock:
@@ -59,19 +117,13 @@ def program_for(source: str, kernel: str, options: Sequence[str] = ()) -> Progra
         if prog is not None:
             _programs.move_to_end(key)
             return prog
-    ptx = compile_ptx(source, options)
-    try:
-        module = parse_module(ptx)
-    except PtxSyntaxError as exc:
-        raise CompileError(f"the CPU model could not read the PTX the compiler produced: {exc}")
-    entries = [name for name, fn in module.functions.items() if fn.is_entry]
+    module = _parse(compile_ptx(source, options))
+    entries = _entries(module)
+    entry = kernel
     if kernel not in entries:
-        hint = (f"kernels in this source: {', '.join(entries)}" if entries
-                else "the source defines no kernel")
-        raise LaunchError(f"no kernel named {kernel!r} in the compiled source (is it declared "
-                          f'extern "C" __global__?); {hint}')
+        entry, module = _cxx_entry(source, kernel, options, entries)
     try:
-        prog = Program(module, kernel, source_name="kernel.cu", source_text=source)
+        prog = Program(module, entry, source_name="kernel.cu", source_text=source)
     except PtxSyntaxError as exc:
         raise CompileError("the PTX of this kernel is invalid", _located_log(module, exc)) from None
     with _lock:

@@ -3,6 +3,12 @@
 CuPy is imported lazily and never by wheel name, so ``cupy-cuda12x`` (learners' GPUs) and
 ``cupy-cuda13x`` work alike, and ``import ptxlab.run.gpu`` succeeds on a machine without either.
 :func:`status` answers "can kernels run on a GPU here?" in one line and never raises.
+
+A kernel is looked up by its own name first (an ``extern "C"`` kernel: one compile, as always);
+a C++ kernel or a template instance (``ldmatrix_x4``, ``kernel<float, 4>``) is then compiled
+again with that name as an NVRTC name expression (``RawModule(name_expressions=...)``, in
+CuPy for CUDA 12 and 13 alike) and found through its lowered name. The standard headers NVRTC
+lacks (``<cstdint>``...) come from ``ptxlab/run/nvrtc_headers``, as on the CPU model.
 """
 from __future__ import annotations
 
@@ -20,10 +26,12 @@ from ..model import layouts
 from . import sources
 from .errors import (BackendUnavailable, CompileError, GpuMemoryExhausted, KernelFault,
                      LaunchError)
+from .ptx import nvrtc
 
 __all__ = [
     "GpuStatus", "status", "run_kernel", "compile_module", "compile_count", "clear_cache",
     "required_compute_capability", "INSTRUCTION_MIN_SM", "COMPILE_OPTIONS", "warm_up",
+    "compile_options",
 ]
 
 #: Set to 1 to ignore any GPU (e.g. to exercise the CPU path on a GPU machine).
@@ -253,7 +261,7 @@ def required_compute_capability(source: str) -> tuple[int, list[str]]:
 # Compiling (cached) and launching
 # ---------------------------------------------------------------------------------------------
 
-_modules: dict[tuple[str, tuple[str, ...], str], object] = {}
+_modules: dict[tuple, object] = {}
 _modules_lock = threading.Lock()
 _compiles = 0
 
@@ -307,22 +315,77 @@ def _require_gpu() -> GpuStatus:
     return st
 
 
-def compile_module(source: str, options: Sequence[str] = ()):
+def compile_options(source: str, options: Sequence[str] = ()) -> tuple[str, ...]:
+    """Every option of a GPU compile: ``-std=c++17``, ``-I kernels/``, the caller's, then the
+    stand-in standard headers (``ptxlab/run/nvrtc_headers``, for NVRTC only) and, for a source
+    that includes ``<mma.h>``, a toolkit include folder that has the ``crt/mma.h`` CuPy's own
+    headers may lack. CuPy appends its own include folders and ``-arch=sm_XX`` after these."""
+    opts = COMPILE_OPTIONS + tuple(sources.include_options()) + tuple(options)
+    opts += tuple(sources.nvrtc_include_options())
+    return opts + _mma_include_options(source)
+
+
+_MMA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]mma\.h[>"]', re.MULTILINE)
+
+
+def _mma_include_options(source: str) -> tuple[str, ...]:
+    """``-I`` of a CUDA toolkit's include folder whose ``crt/mma.h`` the WMMA header
+    ``<mma.h>`` needs, where CuPy's own CUDA headers (the ``nvidia-cuda-runtime`` wheel's) lack
+    it; only for a source that includes ``<mma.h>``, and only a toolkit of CuPy's CUDA major
+    version, so no other source sees other headers than CuPy's."""
+    if not _MMA_INCLUDE.search(source):
+        return ()
+    try:
+        cupy = _import_cupy()
+        major = int(cupy.cuda.runtime.runtimeGetVersion()) // 1000
+        cuda_path = cupy.cuda.get_cuda_path() if hasattr(cupy.cuda, "get_cuda_path") else None
+    except Exception:  # noqa: BLE001 - no CuPy: nothing to add
+        return ()
+    if cuda_path and os.path.isfile(os.path.join(cuda_path, "include", "crt", "mma.h")):
+        return ()
+    for folder in nvrtc.cuda_include_dir_candidates():
+        if (os.path.isfile(os.path.join(folder, "crt", "mma.h"))
+                and _toolkit_major(folder) == major):
+            return (f"-I{folder}",)
+    return ()
+
+
+def _toolkit_major(include_dir: str) -> int | None:
+    """The CUDA major version of an include folder, read from its ``cuda.h``."""
+    try:
+        with open(os.path.join(include_dir, "cuda.h"), encoding="utf-8", errors="replace") as fh:
+            head = fh.read(200_000)
+    except OSError:
+        return None
+    m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", head)
+    return int(m.group(1)) // 1000 if m else None
+
+
+def compile_module(source: str, options: Sequence[str] = (),
+                   name_expressions: Sequence[str] = ()):
     """The ``cupy.RawModule`` for ``source``, compiled once per (source, options, GPU arch).
 
-    Options: ``-std=c++17``, ``-I kernels/`` and the caller's; CuPy adds ``-arch=sm_XX`` of the
-    current device. Raises :class:`~ptxlab.run.backends.CompileError` carrying the NVRTC log.
+    Options: :func:`compile_options`; CuPy adds ``-arch=sm_XX`` of the current device.
+    ``name_expressions`` (C++ kernel names such as ``"kernel<float, 4>"``) are instantiated and
+    lowered by NVRTC, so ``get_function`` takes them; without them the module and its cache key
+    are what they always were. Raises :class:`~ptxlab.run.backends.CompileError` carrying the
+    NVRTC log.
     """
     global _compiles
     st = _require_gpu()
     cupy = _import_cupy()
-    opts = COMPILE_OPTIONS + tuple(sources.include_options()) + tuple(options)
-    key = (source, opts, f"sm_{st.cc_number}")
+    opts = compile_options(source, options)
+    names = tuple(name_expressions)
+    key = (source, opts, f"sm_{st.cc_number}") + ((names,) if names else ())
     with _modules_lock:
         module = _modules.get(key)
         if module is not None:
             return module
-        module = cupy.RawModule(code=source, options=opts, backend="nvrtc")
+        if names:
+            module = cupy.RawModule(code=source, options=opts, backend="nvrtc",
+                                    name_expressions=list(names))
+        else:
+            module = cupy.RawModule(code=source, options=opts, backend="nvrtc")
         compile_exception = getattr(cupy.cuda.compiler, "CompileException", ())
         try:
             module.compile()
@@ -379,6 +442,54 @@ def run_kernel(source: str, kernel: str, grid, block, args: Sequence, shared_mem
     raise AssertionError("unreachable")
 
 
+def _cxx_function(source: str, kernel: str, options: Sequence[str]):
+    """The function of a C++ kernel asked for by its C++ name (``ldmatrix_x4``,
+    ``kernel<float, 4>``), from a module compiled with that name as a name expression;
+    :class:`LaunchError` listing the source's kernels where it names none of them."""
+    base = nvrtc.base_name(kernel) if nvrtc.is_name_expression(kernel) else None
+    if (base is None or not _mentions(source, base)
+            or ("<" not in kernel and base in nvrtc.template_kernels(source))):
+        entries = _entries_for_message(source, options)
+        raise LaunchError(nvrtc.name_problem(kernel, entries, source)
+                          or nvrtc.unknown_kernel_message(kernel, entries, source))
+    module = compile_module(source, options, name_expressions=(kernel,))
+    try:
+        return module.get_function(kernel)
+    except Exception as exc:
+        if _out_of_memory(exc):
+            raise
+        entries = _entries_for_message(source, options)
+        raise LaunchError(nvrtc.unknown_kernel_message(kernel, entries, source)) from None
+
+
+_COMMENTS_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _mentions(source: str, name: str) -> bool:
+    """Whether ``name`` is called or instantiated anywhere in ``source`` (comments aside): a
+    name it never mentions is no kernel of it, and needs no second compile to say so."""
+    code = _COMMENTS_RE.sub(" ", source)
+    return re.search(rf"\b{re.escape(name)}\s*[(<]", code) is not None
+
+
+_GLOBAL_FN = re.compile(r"__global__[^;{}()]*?\b([A-Za-z_]\w*)\s*\(")
+
+
+def _entries_for_message(source: str, options: Sequence[str]) -> list[str]:
+    """The kernels of ``source`` for an error message: its PTX entries from this machine's own
+    NVRTC (mangled, demangled by the message), else the ``__global__`` functions a textual
+    scan finds."""
+    try:
+        ptx = nvrtc.compile_to_ptx(source, COMPILE_OPTIONS + tuple(sources.include_options())
+                                   + tuple(options),
+                                   fallback_includes=sources.nvrtc_include_options())
+        return nvrtc.entry_names(ptx)
+    except Exception:  # noqa: BLE001 - no compiler here, or it disagrees: scan the text
+        code = _COMMENTS_RE.sub(" ", source)
+        templates = set(nvrtc.template_kernels(source))
+        return [n for n in dict.fromkeys(_GLOBAL_FN.findall(code)) if n not in templates]
+
+
 def _free_pool() -> None:
     try:
         _import_cupy().get_default_memory_pool().free_all_blocks()
@@ -396,8 +507,7 @@ def _run_kernel_once(source: str, kernel: str, grid, block, args: Sequence, shar
     except Exception as exc:
         if _out_of_memory(exc):
             raise
-        raise LaunchError(f"no kernel named {kernel!r} in the compiled source (is it declared "
-                          f'extern "C" __global__?): {_one_line(exc)}') from None
+        fn = _cxx_function(source, kernel, options)
     if shared_mem > DEFAULT_DYNAMIC_SMEM:
         try:
             fn.max_dynamic_shared_size_bytes = int(shared_mem)

@@ -6,10 +6,16 @@ warm launch service call it. Every request is checked first (:mod:`ptxlab.run.la
 a source over the size limit or a compiler option that names a file never reaches a compiler,
 and where ``$PTXLAB_CHECK_INCLUDES=1`` (the grading launch service) a source whose preprocessed
 text includes anything but the public headers is refused (:mod:`ptxlab.run.includes`).
+
+A compile error of a source pasted whole from an article says what a learner can do about it:
+a source that also holds host code (``main``, ``cudaMalloc``, ``<<<...>>>``) is told that a
+launch compiles device code only and where whole programs run; an include NVRTC cannot open
+names what is available (:func:`explain_compile_error`).
 """
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -23,7 +29,7 @@ from .launch_request import check_options, check_source
 
 __all__ = ["BACKENDS", "CPU_DEVICE", "LaunchResult", "cpu_module", "cpu_available",
            "choose_backend", "run_here", "where_text", "where_it_runs", "describe",
-           "normalise_dims"]
+           "normalise_dims", "explain_compile_error"]
 
 BACKENDS = ("auto", "gpu", "cpu")
 #: How the CPU backend names itself in results and reports.
@@ -164,8 +170,11 @@ def run_here(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = 
     if chosen == "gpu":
         from . import gpu
 
-        outputs = gpu.run_kernel(source, kernel, grid_t, block_t, checked,
-                                 shared_mem=int(shared_mem), options=options)
+        try:
+            outputs = gpu.run_kernel(source, kernel, grid_t, block_t, checked,
+                                     shared_mem=int(shared_mem), options=options)
+        except CompileError as exc:
+            raise explain_compile_error(exc, source) from None
         return LaunchResult(outputs, "gpu", gpu.status().device_label, reason)
     cpu = cpu_module()
     try:
@@ -173,12 +182,16 @@ def run_here(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = 
             warnings.simplefilter("always")
             outputs = cpu.run_kernel(source, kernel, grid_t, block_t, checked,
                                      shared_mem=int(shared_mem), options=options)
+    except CompileError as exc:
+        raise explain_compile_error(exc, source)
     except BackendError:
         raise
     except Exception as exc:
         mapped = _as_backend_error(exc)
         if mapped is None:
             raise
+        if isinstance(mapped, CompileError):
+            mapped = explain_compile_error(mapped, source)
         raise mapped from exc
     diagnostics: dict[str, None] = {}          # the model's own, each once, in order
     for w in noticed:
@@ -189,6 +202,63 @@ def run_here(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = 
     for text in diagnostics:
         warnings.warn(text, KernelDiagnostic, stacklevel=3)
     return LaunchResult(list(outputs), "cpu", CPU_DEVICE, reason, diagnostics=list(diagnostics))
+
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+#: Host code a whole program pasted into a launch brings along: ``main``, a ``<<<...>>>``
+#: launch, the runtime's host API, host streams.
+_HOST_CODE = re.compile(r"\bint\s+main\s*\(|<<<|\bcuda(?:Malloc|Memcpy|Memset|Free|"
+                        r"DeviceSynchronize|DeviceReset|GetLastError|EventCreate|StreamCreate|"
+                        r"LaunchKernel)\w*\s*\(|\bstd::(?:cout|cerr|vector)\b")
+_MISSING_HEADER = re.compile(r'(?:cannot|could not) open source file "([^"]+)"')
+#: Headers of the CUDA toolkit a kernel may include: on NVRTC's path only where this machine
+#: has a CUDA include folder (a toolkit, or the ``nvidia-cuda-runtime`` wheel).
+_TOOLKIT_HEADER = re.compile(r"^(?:cuda_\w+|mma|cooperative_groups|vector_types|"
+                             r"device_launch_parameters|sm_\d+_intrinsics|math_constants)"
+                             r"\.h(?:pp)?$")
+#: CUDA's C++ libraries (CCCL) and the toolkit's sub-folders.
+_LIBRARY_HEADER = re.compile(r"^(?:cuda|nv|cub|thrust|cooperative_groups)/")
+HOST_CODE_ADVICE = ("this source also holds host code (main, cudaMalloc, <<<...>>> launches): "
+                    "launch and check compile device code only, so give them just the "
+                    "__global__ kernel and the __device__ functions it calls -- `ptxlab run "
+                    "FILE.cu` or a `%%cuda` cell runs a whole program")
+
+
+def explain_compile_error(exc: CompileError, source: str) -> CompileError:
+    """``exc`` with one sentence more where the source is a whole program pasted into a launch
+    (host code) or includes a header NVRTC cannot open: what the learner can do about it. The
+    sentence travels with the error (its message is what a child process sends back)."""
+    advice = []
+    log = str(getattr(exc, "log", "") or "")
+    code = _COMMENTS.sub(" ", source)
+    if _HOST_CODE.search(code):
+        advice.append(HOST_CODE_ADVICE)
+    missing = _MISSING_HEADER.search(log)
+    if missing:
+        advice.append(_missing_header_advice(missing.group(1)))
+    text = str(exc)
+    advice = [a for a in advice if a and a not in text]
+    if advice:
+        exc.args = (text + " -- " + "; ".join(advice),)
+    return exc
+
+
+def _missing_header_advice(name: str) -> str:
+    """What to do about ``#include <name>`` that NVRTC could not open."""
+    from . import includes
+
+    if _TOOLKIT_HEADER.search(name):
+        return (f"<{name}> is a CUDA toolkit header, and no CUDA include folder on NVRTC's path "
+                "here holds it: `pip install nvidia-cuda-runtime-cu12` (or set CUDA_HOME to a "
+                "CUDA toolkit)")
+    if _LIBRARY_HEADER.search(name):
+        return (f"<{name}> belongs to CUDA's C++ libraries, which are not on this compile's "
+                "include path (launch and check compile one kernel with NVRTC); `ptxlab run "
+                "FILE.cu` or a `%%cuda` cell builds a whole program with the full toolkit")
+    standins = includes.standin_headers()
+    return (f"NVRTC compiles device code and has no C/C++ standard library, so <{name}> is not "
+            f"available; ptxlab stands in for <{'>, <'.join(standins)}> "
+            "(device printf, assert and math need no header)")
 
 
 #: Where-it-happened attributes carried over from the CPU model's own fault class.

@@ -6,7 +6,10 @@ the file's name, ``__has_include`` probes. The only reliable answer is the prepr
 :func:`included_files` runs the C preprocessor over the source, with the include path and the
 predefined macros NVRTC compiles it with, and reads the files back from the line markers of its
 output. :func:`check_includes` refuses a source that includes anything but the course's public
-headers and the CUDA toolkit's (and NVRTC's built-in ones).
+headers, the CUDA toolkit's, and ptxlab's stand-ins for the standard headers NVRTC lacks
+(``ptxlab/run/nvrtc_headers``: ``<cstdint>``, ``<cstdio>``, ``<iostream>``...; the same folder,
+last on the path, as every NVRTC compile has). Any other file -- a reference kernel, a path
+outside the include folders, a standard header ptxlab does not stand in for -- is still refused.
 
 It runs where the compile runs: in a grading run, inside the launch service's sandbox, whose
 file system holds no reference kernel -- so a probe (``__has_include``) learns nothing about
@@ -28,14 +31,24 @@ from pathlib import Path
 from . import sources
 from .errors import RequestRefused
 
-__all__ = ["CHECK_ENV", "included_files", "check_includes", "preprocessor", "NVRTC_BUILTIN_HEADERS"]
+__all__ = ["CHECK_ENV", "included_files", "check_includes", "preprocessor", "NVRTC_BUILTIN_HEADERS",
+           "standin_headers"]
 
 #: ``1``: every launch of this process checks its source's includes first (the grading launch
 #: service sets it).
 CHECK_ENV = "PTXLAB_CHECK_INCLUDES"
-#: Headers NVRTC provides itself: stand-ins for the preprocessor (empty files of these names).
+#: Empty stand-ins for the preprocessor, after the toolkit's folder: the toolkit headers a kernel
+#: may include whatever this machine has (where it has no CUDA include folder they let the
+#: preprocessor through, and the compile says what is missing), and NVRTC's own internal
+#: headers ``target`` and ``nvrtc_device_runtime.h``, which the toolkit's ``cuda_runtime.h``
+#: includes under NVRTC and NVRTC supplies itself (no file of those names is on any include
+#: path, and a learner's source cannot open them) -- without them the preprocessor refused
+#: every ``#include <cuda_runtime.h>``. NVRTC 12.x and 13.0 have no ``cuda_fp16.h`` of their
+#: own; the standard headers (``<cstdint>``...) are ptxlab's stand-ins, checked as the files
+#: they are.
 NVRTC_BUILTIN_HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp",
-                         "cuda_fp8.h", "cuda_fp8.hpp", "cuda_runtime.h", "stdint.h", "cstdint")
+                         "cuda_fp8.h", "cuda_fp8.hpp", "cuda_runtime.h", "target",
+                         "nvrtc_device_runtime.h")
 #: The macros NVRTC predefines that a source could test to include one file or another.
 _NVRTC_MACROS = ("__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__=900", "__CUDACC_VER_MAJOR__=12",
                  "__CUDACC_VER_MINOR__=9", "__NVCC_DIAG_PRAGMA_SUPPORT__", "__EDG__",
@@ -69,9 +82,17 @@ def _builtin_stub_dir() -> str:
 
 
 def _toolkit_dirs() -> list[str]:
+    """Every CUDA include folder here, the compiles' own first: a GPU compile of a source that
+    includes ``<mma.h>`` may take ``crt/mma.h`` from a toolkit other than the first (see
+    ``gpu.compile_options``). Toolkit folders hold no course code, so all of them may be read."""
     from .ptx import nvrtc
 
-    return nvrtc.cuda_include_dirs()
+    return nvrtc.cuda_include_dir_candidates()
+
+
+def _standin_options() -> tuple[str, ...]:
+    """``-I`` of ptxlab's stand-ins for the standard headers, last, as NVRTC compiles have it."""
+    return sources.nvrtc_include_options()
 
 
 def _option_macros(options: Sequence[str]) -> list[str]:
@@ -101,7 +122,7 @@ def included_files(source: str, options: Sequence[str] = ()) -> list[str]:
         argv = [cpp, "-x", "c++", "-std=c++17", "-undef", "-nostdinc", "-w",
                 *(f"-D{m}" for m in _NVRTC_MACROS), *_option_macros(options),
                 f"-I{sources.kernels_dir()}", *(f"-I{d}" for d in _toolkit_dirs()),
-                f"-I{_builtin_stub_dir()}", "kernel.cu", "-o", "-"]
+                f"-I{_builtin_stub_dir()}", *_standin_options(), "kernel.cu", "-o", "-"]
         try:
             proc = subprocess.run(argv, cwd=tmp, capture_output=True, timeout=_TIMEOUT_S,
                                   stdin=subprocess.DEVNULL)
@@ -133,6 +154,9 @@ def _allowed(name: str) -> bool:
         return False
     if resolved in public:
         return True
+    standins = sources.nvrtc_headers_dir().resolve()
+    if resolved.parent == standins:
+        return resolved.name in standin_headers()
     for folder in [*_toolkit_dirs(), _builtin_stub_dir()]:
         try:
             resolved.relative_to(Path(folder).resolve())
@@ -142,9 +166,18 @@ def _allowed(name: str) -> bool:
     return False
 
 
+def standin_headers() -> list[str]:
+    """The standard headers ptxlab stands in for (the files of ``ptxlab/run/nvrtc_headers``)."""
+    folder = sources.nvrtc_headers_dir()
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix != ".md")
+
+
 def check_includes(source: str, options: Sequence[str] = ()) -> None:
     """Refuse (:class:`RequestRefused`) a source whose preprocessed text includes anything but
-    the course's public headers and the toolkit's; each source is checked once per process.
+    the course's public headers, the toolkit's and ptxlab's stand-in standard headers; each
+    source is checked once per process.
 
     Where there is no preprocessor nothing is checked here: the sandbox's file system, which
     holds no reference kernel, is then what keeps reference code out (the preflight says so).
@@ -157,5 +190,6 @@ def check_includes(source: str, options: Sequence[str] = ()) -> None:
         names = ", ".join(outside[:3])
         raise RequestRefused(
             f"the kernel includes {names}: only the course's instruction headers "
-            f"({', '.join(sources.PUBLIC_HEADERS)}) and the CUDA toolkit's may be included")
+            f"({', '.join(sources.PUBLIC_HEADERS)}), the CUDA toolkit's and the standard "
+            f"headers ptxlab stands in for ({', '.join(standin_headers())}) may be included")
     _checked[key] = None

@@ -66,3 +66,22 @@ def private_kernel_paths() -> list[Path]:
 def include_options() -> tuple[str, ...]:
     """Compiler options that make ``#include "ldmatrix.cuh"`` resolve to ``kernels/``."""
     return (f"-I{kernels_dir()}",)
+
+
+#: ptxlab's stand-ins for the standard headers NVRTC lacks (``<cstdint>``, ``<cstdio>``,
+#: ``<iostream>``...): NVRTC 12.x and 13.0 have none, so a kernel pasted from an article stopped
+#: at its first ``#include``. See the README.md in the folder.
+NVRTC_HEADERS_DIR = PACKAGE_DIR / "run" / "nvrtc_headers"
+
+
+def nvrtc_headers_dir() -> Path:
+    """The folder of stand-in standard headers for NVRTC compiles (:data:`NVRTC_HEADERS_DIR`)."""
+    return NVRTC_HEADERS_DIR
+
+
+def nvrtc_include_options() -> tuple[str, ...]:
+    """``-I`` of the stand-in standard headers, for NVRTC compiles only, and last on the path:
+    nvcc and host compilers have the real headers, which these must never shadow (so this is
+    not part of :func:`include_options`, which ``ptxlab run`` hands to nvcc)."""
+    folder = nvrtc_headers_dir()
+    return (f"-I{folder}",) if folder.is_dir() else ()

@@ -15,6 +15,13 @@ content-addressed and verified on every read: an entry holds its own key and the
 PTX, and one that does not match (written by something else, cut short, swapped for another
 entry) is removed and compiled again. PTX larger than :data:`MAX_CACHED_PTX_BYTES` is not
 written to disk at all.
+
+NVRTC (12.x, 13.0) has no C or C++ standard header; the caller's ``fallback_includes`` (ptxlab's
+stand-ins, ``ptxlab/run/nvrtc_headers``) come last on its include path. A kernel that is a C++
+function (not ``extern "C"``) has a mangled name in the PTX (``_Z11ldmatrix_x4Pt``), and a
+template kernel exists only once instantiated: both are asked for by their C++ name
+(``ldmatrix_x4``, ``kernel<float, 4>``), which NVRTC itself lowers (``nvrtcAddNameExpression`` /
+``nvrtcGetLoweredName``: :func:`compile_with_lowered_names`).
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import functools
 import glob
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -32,6 +40,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from .errors import CompileError, CompilerNotFound
 
@@ -132,6 +141,10 @@ def _load_nvrtc(path: Path) -> Compiler:
     lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     lib.nvrtcGetErrorString.argtypes = [ctypes.c_int]
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+    # C++ kernel names (every NVRTC since 8.0 has them)
+    lib.nvrtcAddNameExpression.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.nvrtcGetLoweredName.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                        ctypes.POINTER(ctypes.c_char_p)]
     return Compiler("nvrtc", str(path), f"{major.value}.{minor.value}", lib)
 
 
@@ -202,7 +215,15 @@ def compiler_status() -> tuple[bool, str]:
 # ---------------------------------------------------------------------------------------------
 
 def cuda_include_dirs() -> list[str]:
-    """Folders holding ``cuda_fp16.h`` & co. (the ``nvidia-cuda-runtime-cu12`` wheel, a toolkit)."""
+    """Folders holding ``cuda_fp16.h`` & co. (the ``nvidia-cuda-runtime-cu12`` wheel, a toolkit):
+    the first of :func:`cuda_include_dir_candidates`, the one every compile puts on its path."""
+    return cuda_include_dir_candidates()[:1]
+
+
+def cuda_include_dir_candidates() -> list[str]:
+    """Every CUDA include folder found here, in order of preference: the NVIDIA wheels', then
+    ``$CUDA_PATH``, ``$CUDA_HOME`` and ``/usr/local/cuda``. A wheel's folder may lack what a
+    toolkit's has (``crt/mma.h``, which ``<mma.h>`` needs, in CUDA 13's wheels)."""
     dirs = []
     for base in _nvidia_package_dirs():
         for sub in ("cuda_runtime/include", "cu13/include", "cu12/include"):
@@ -215,9 +236,9 @@ def cuda_include_dirs() -> list[str]:
             dirs.append(cand)
     out: list[str] = []
     for d in dirs:
-        if d not in out:
+        if d not in out and os.path.realpath(d) not in {os.path.realpath(o) for o in out}:
             out.append(d)
-    return out[:1]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,9 +289,12 @@ def _include_signature(options: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def _full_options(options: tuple[str, ...], line_info: bool) -> tuple[str, ...]:
+def _full_options(options: tuple[str, ...], line_info: bool,
+                  fallback_includes: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The compiler's options: ``compute_90`` unless the caller names an architecture (e.g.
-    ``--gpu-architecture=compute_100a`` for the sm_100a-class ldmatrix/stmatrix forms)."""
+    ``--gpu-architecture=compute_100a`` for the sm_100a-class ldmatrix/stmatrix forms); the
+    toolkit's headers, then ``fallback_includes`` (``-I`` options), last on the path so that
+    no header of theirs shadows a real one."""
     named = any(o.startswith(("--gpu-architecture", "-arch")) for o in options)
     opts = [] if named else [f"--gpu-architecture={TARGET_ARCH}"]
     if line_info:
@@ -278,13 +302,37 @@ def _full_options(options: tuple[str, ...], line_info: bool) -> tuple[str, ...]:
     opts += list(options)
     for inc in cuda_include_dirs():
         opts.append(f"-I{inc}")
+    opts += list(fallback_includes)
     return tuple(opts)
 
 
-def cache_key(source: str, options: tuple[str, ...], name: str, compiler: Compiler) -> str:
+def _fallback_signature(fallback_includes: tuple[str, ...]) -> str:
+    """Size and mtime of every file (names without a suffix too: ``cstdint``) under the
+    fallback include folders, so an edit of a stand-in header compiles again."""
     h = hashlib.sha256()
-    for part in (compiler.kind, compiler.version, name, source, "\0".join(options),
-                 _include_signature(options)):
+    for opt in fallback_includes:
+        folder = Path(opt[2:])
+        if folder.is_dir():
+            for path in sorted(folder.iterdir()):
+                if path.is_file():
+                    st = path.stat()
+                    h.update(f"{path}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def cache_key(source: str, options: tuple[str, ...], name: str, compiler: Compiler,
+              name_expressions: tuple[str, ...] = (),
+              fallback_includes: tuple[str, ...] = ()) -> str:
+    """The cache entry's name: compiler, source, options and the headers they can reach (and
+    the C++ names asked for, when any: a source compiled without them keys as it always has)."""
+    h = hashlib.sha256()
+    parts = [compiler.kind, compiler.version, name, source, "\0".join(options),
+             _include_signature(options)]
+    if fallback_includes:
+        parts.append(_fallback_signature(fallback_includes))
+    if name_expressions:
+        parts += ["name expressions", "\0".join(name_expressions)]
+    for part in parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
@@ -341,12 +389,49 @@ def _remove(path: Path) -> None:
 
 
 def compile_to_ptx(source: str, options: tuple[str, ...] = (), *, name: str = "kernel.cu",
-                   line_info: bool = True, use_cache: bool = True) -> str:
+                   line_info: bool = True, use_cache: bool = True,
+                   fallback_includes: Sequence[str] = ()) -> str:
     """PTX text of ``source`` for ``compute_90`` (or the architecture ``options`` name); raises
-    :class:`CompileError` with the log."""
+    :class:`CompileError` with the log.
+
+    ``fallback_includes`` (``-I`` options) come last on NVRTC's include path, after the
+    toolkit's headers: the stand-ins for the standard headers NVRTC lacks. nvcc, which has the
+    real headers, is not given them.
+    """
+    return _compile_cached(source, tuple(options), name, line_info, use_cache, (),
+                           tuple(fallback_includes))
+
+
+def compile_with_lowered_names(source: str, options: tuple[str, ...] = (),
+                               name_expressions: Sequence[str] = (), *,
+                               name: str = "kernel.cu", line_info: bool = True,
+                               use_cache: bool = True, fallback_includes: Sequence[str] = (),
+                               ) -> tuple[str, dict[str, str]]:
+    """``(ptx, lowered)``: PTX of ``source`` with each C++ name expression (``"ldmatrix_x4"``,
+    ``"kernel<float, 4>"``) instantiated, and ``lowered[expression]``, the mangled name of its
+    ``.entry`` as NVRTC gives it (``nvrtcGetLoweredName``). An expression that names nothing
+    the source defines fails the compile (:class:`CompileError`). nvcc lowers no names:
+    ``lowered`` is then empty and the caller matches demangled entry names instead.
+
+    The names travel with the PTX in the cache entry (comment lines after the PTX, covered by
+    the entry's digest), so a cache hit knows them without a compiler.
+    """
+    exprs = tuple(name_expressions)
+    for expr in exprs:
+        if not is_name_expression(expr):
+            raise CompileError(f"{expr[:80]!r} is not a C++ kernel name")
+    ptx = _compile_cached(source, tuple(options), name, line_info, use_cache, exprs,
+                          tuple(fallback_includes))
+    return ptx, lowered_names(ptx)
+
+
+def _compile_cached(source: str, options: tuple[str, ...], name: str, line_info: bool,
+                    use_cache: bool, name_expressions: tuple[str, ...],
+                    fallback_includes: tuple[str, ...]) -> str:
     compiler = find_compiler()
-    opts = _full_options(tuple(options), line_info)
-    key = cache_key(source, opts, name, compiler)
+    fallback = fallback_includes if compiler.kind == "nvrtc" else ()
+    opts = _full_options(options, line_info, fallback)
+    key = cache_key(source, opts, name, compiler, name_expressions, fallback)
     if use_cache:
         if key in _MEMORY_CACHE:
             return _MEMORY_CACHE[key]
@@ -355,7 +440,8 @@ def compile_to_ptx(source: str, options: tuple[str, ...] = (), *, name: str = "k
             _MEMORY_CACHE[key] = text
             return text
     if compiler.kind == "nvrtc":
-        ptx = _compile_nvrtc(compiler, source, opts, name)
+        ptx, lowered = _compile_nvrtc(compiler, source, opts, name, name_expressions)
+        ptx += _lowered_trailer(lowered)
     else:
         ptx = _compile_nvcc(compiler, source, opts, name)
     if use_cache:
@@ -363,6 +449,145 @@ def compile_to_ptx(source: str, options: tuple[str, ...] = (), *, name: str = "k
         if len(ptx) <= MAX_CACHED_PTX_BYTES:
             _write_cache(cache_dir() / "ptx" / f"{key}.ptx", _cache_entry(key, ptx))
     return ptx
+
+
+# ---------------------------------------------------------------------------------------------
+# C++ kernel names
+# ---------------------------------------------------------------------------------------------
+
+#: What a kernel name may be when it is handed to NVRTC as a name expression: a (qualified)
+#: identifier, optionally ``&`` before it and template arguments after it, on one line, with
+#: no quote, ``#``, ``;``, brace, slash or backslash -- so it can carry no directive, comment,
+#: string or statement into the compile.
+_NAME_EXPRESSION = re.compile(r"&?[ ]*(::)?[A-Za-z_][A-Za-z0-9_]*"
+                              r"(::[A-Za-z_][A-Za-z0-9_]*)*[ ]*(<[A-Za-z0-9_:<>,.()+\-*& \[\]]*>)?[ ]*",
+                              re.ASCII)
+#: The longest kernel name handed to NVRTC.
+MAX_NAME_EXPRESSION = 400
+_TRAILER = "// ptxlab lowered name: "
+
+
+def is_name_expression(text: str) -> bool:
+    """Whether ``text`` may be handed to NVRTC as a kernel's C++ name (see _NAME_EXPRESSION)."""
+    return (isinstance(text, str) and 0 < len(text) <= MAX_NAME_EXPRESSION
+            and _NAME_EXPRESSION.fullmatch(text) is not None)
+
+
+def base_name(expression: str) -> str:
+    """The function's own name in a name expression: ``ns::k<float, 4>`` -> ``k``."""
+    head = expression.strip().lstrip("&").split("<", 1)[0].strip()
+    return head.rsplit("::", 1)[-1].strip()
+
+
+def demangled_base(text: str) -> str:
+    """The function's own name in a demangled signature: ``void ns::k<float, 4>(float*)`` ->
+    ``k``, ``ldmatrix_x4(unsigned short*)`` -> ``ldmatrix_x4``."""
+    head = text.split("(", 1)[0].split("<", 1)[0].strip()
+    last = head.split()[-1] if head.split() else head
+    return last.rsplit("::", 1)[-1]
+
+
+def unknown_kernel_message(kernel: str, entries: Sequence[str], source: str) -> str:
+    """Why ``kernel`` was not found, with the kernels ``source`` defines by their C++ names
+    (demangled; the mangled ones where there is no ``c++filt``) and its template kernels,
+    which are asked for with their template arguments."""
+    shown = demangle(list(entries))
+    hint = (f"kernels in this source: {', '.join(shown)}" if shown
+            else "the source defines no kernel")
+    templates = template_kernels(source)
+    if templates:
+        hint += (f"; template kernels, named with their arguments (e.g. "
+                 f"'{templates[0]}<float, 4>'): {', '.join(templates)}")
+    return (f"no kernel named {kernel!r} in the compiled source (an extern \"C\" kernel by its "
+            f"name, a C++ one by its C++ name, a template one as 'name<args>'); {hint}")
+
+
+_TEMPLATE_KERNEL = re.compile(r"\btemplate\s*<([^{};]*?)>\s*([^;{}()]*?)\b([A-Za-z_]\w*)\s*\(")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def template_kernels(source: str) -> list[str]:
+    """The names of the ``__global__`` function templates ``source`` defines (a textual scan):
+    they are in no PTX until a launch names an instance."""
+    code = _LAUNCH_BOUNDS.sub(" ", _COMMENTS.sub(" ", source))
+    return list(dict.fromkeys(m.group(3) for m in _TEMPLATE_KERNEL.finditer(code)
+                              if "__global__" in m.group(2)))
+
+
+def defined_kernel_names(entries: Sequence[str], source: str) -> set[str]:
+    """The functions' own names of the kernels ``source`` defines: its PTX entries (demangled)
+    and its ``__global__`` templates. A name expression whose function is among them and still
+    fails to compile is the kernel's own compile error, not an unknown name."""
+    return {demangled_base(text) for text in demangle(list(entries))} | set(template_kernels(source))
+
+
+def name_problem(kernel: str, entries: Sequence[str], source: str) -> str | None:
+    """Why ``kernel`` cannot be a C++ name to look up in ``source`` (whose compiled entries are
+    ``entries``), before anything compiles again: not a name at all, or a template kernel named
+    without its arguments; ``None`` when it may be."""
+    if not is_name_expression(kernel):
+        return unknown_kernel_message(kernel, entries, source)
+    if "<" not in kernel and base_name(kernel) in template_kernels(source):
+        return (f"{kernel!r} is a template kernel: name the instance to launch with its "
+                f"template arguments, e.g. '{base_name(kernel)}<float, 4>' (the kernels in this "
+                f"source: {', '.join(demangle(list(entries))) or 'none instantiated'})")
+    return None
+
+
+def _lowered_trailer(lowered: dict[str, str]) -> str:
+    return "".join(f"\n{_TRAILER}{mangled} {expr}" for expr, mangled in lowered.items())
+
+
+def lowered_names(ptx: str) -> dict[str, str]:
+    """``{expression: mangled name}`` recorded after the PTX by :func:`compile_with_lowered_names`."""
+    out: dict[str, str] = {}
+    for line in ptx.splitlines():
+        if line.startswith(_TRAILER):
+            mangled, _, expr = line[len(_TRAILER):].partition(" ")
+            out[expr] = mangled
+    return out
+
+
+_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)*\.entry\s+([A-Za-z_$%][\w$]*)", re.M)
+
+
+def entry_names(ptx: str) -> list[str]:
+    """The ``.entry`` (kernel) names of ``ptx``, in order: mangled for C++ kernels."""
+    return list(dict.fromkeys(_ENTRY.findall(ptx)))
+
+
+def demangle(names: Sequence[str]) -> list[str]:
+    """C++ names for mangled ones (``_Z11ldmatrix_x4Pt`` -> ``ldmatrix_x4(unsigned short*)``),
+    by ``c++filt``; names that are not mangled, and all of them where there is no ``c++filt``,
+    come back unchanged."""
+    names = list(names)
+    mangled = [n for n in names if n.startswith("_Z")]
+    exe = shutil.which("c++filt") if mangled else None
+    if not exe:
+        return names
+    try:
+        out = subprocess.run([exe], input="\n".join(mangled) + "\n", capture_output=True,
+                             text=True, timeout=10).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return names
+    if len(out) != len(mangled):
+        return names
+    table = dict(zip(mangled, out))
+    return [table.get(n, n) for n in names]
+
+
+def demangled_matches(expression: str, entries: Sequence[str]) -> list[str]:
+    """The entries whose demangled name is ``expression`` called (``k`` matches
+    ``k(float*)``; ``k<float, 4>`` matches ``void k<float, 4>(float*)``): the lookup where the
+    compiler lowered no names (nvcc)."""
+    want = "".join(expression.lstrip("&").split())
+    found = []
+    for entry, text in zip(entries, demangle(entries)):
+        head = "".join(text.split("(", 1)[0].split())
+        if head == want or head.endswith(f"void{want}") or head.endswith(f"::{want}"):
+            found.append(entry)
+    return found
 
 
 #: ``$PTXLAB_CACHE_MAX_MB``: the most the PTX cache folder may hold; past it nothing more is
@@ -398,7 +623,9 @@ def _write_cache(path: Path, text: str) -> None:
         pass
 
 
-def _compile_nvrtc(compiler: Compiler, source: str, options: tuple[str, ...], name: str) -> str:
+def _compile_nvrtc(compiler: Compiler, source: str, options: tuple[str, ...], name: str,
+                   name_expressions: tuple[str, ...] = ()) -> tuple[str, dict[str, str]]:
+    """``(ptx, {expression: lowered name})`` of one NVRTC compile."""
     lib = compiler.lib
     assert lib is not None
     prog = ctypes.c_void_p()
@@ -406,6 +633,11 @@ def _compile_nvrtc(compiler: Compiler, source: str, options: tuple[str, ...], na
     if err != 0:
         raise CompileError(f"NVRTC could not create a program: {lib.nvrtcGetErrorString(err).decode()}")
     try:
+        for expr in name_expressions:
+            err = lib.nvrtcAddNameExpression(prog, expr.encode())
+            if err != 0:
+                raise CompileError(f"NVRTC refused the kernel name {expr!r}: "
+                                   f"{lib.nvrtcGetErrorString(err).decode()}")
         arr = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
         err = lib.nvrtcCompileProgram(prog, len(options), arr)
         size = ctypes.c_size_t()
@@ -419,7 +651,12 @@ def _compile_nvrtc(compiler: Compiler, source: str, options: tuple[str, ...], na
         lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
         buf = ctypes.create_string_buffer(size.value)
         lib.nvrtcGetPTX(prog, buf)
-        return buf.value.decode()
+        lowered: dict[str, str] = {}
+        for expr in name_expressions:
+            out = ctypes.c_char_p()
+            if lib.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(out)) == 0 and out.value:
+                lowered[expr] = out.value.decode()
+        return buf.value.decode(), lowered
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
