@@ -257,3 +257,25 @@ def test_a_graded_notebook_has_the_magic_but_runs_nothing(capsys):
     sandbox_client.Off._noted = False
     shell.magics[("cell", "cuda")]("--cpu", "int main() { return 1; }")
     assert "off while the notebook is graded" in capsys.readouterr().out
+
+
+def test_a_failed_device_assert_stops_the_kernel_as_on_a_gpu(tmp_path):
+    src = tmp_path / "asserts.cu"
+    src.write_text(r'''#include <cstdio>
+#include <cassert>
+__global__ void check(const int* v) { assert(v[threadIdx.x] < 40); }
+int main() {
+  int h[64];
+  for (int i = 0; i < 64; ++i) h[i] = i;
+  int* d;
+  cudaMalloc(&d, sizeof h);
+  cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+  check<<<1, 64>>>(d);
+  printf("%s\n", cudaGetErrorString(cudaDeviceSynchronize()));
+  return 0;
+}
+''')
+    res, out, err = _run(src)
+    assert out == "device-side assert triggered\n"
+    assert "thread: [40,0,0] Assertion `v[threadIdx.x] < 40` failed." in res.faults[0]
+    assert "warp 1, lanes 8-31" in res.faults[0]

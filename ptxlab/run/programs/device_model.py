@@ -35,7 +35,7 @@ OP_MEMSET, OP_PARAMS, OP_LAUNCH, OP_SYMBOL, OP_EXIT = 6, 7, 8, 9, 10
 #: The CUDA runtime's codes for what a launch or a copy can end in.
 CUDA_ERRORS = {"invalid_value": 1, "memory_allocation": 2, "invalid_configuration": 9,
                "invalid_symbol": 13, "invalid_device_function": 98,
-               "illegal_address": 700, "launch_timeout": 702, "launch_failure": 719}
+               "illegal_address": 700, "launch_timeout": 702, "assert": 710, "launch_failure": 719}
 
 
 def _fault_code(exc: ptx_errors.KernelFault) -> int:
@@ -45,6 +45,8 @@ def _fault_code(exc: ptx_errors.KernelFault) -> int:
         return CUDA_ERRORS["illegal_address"]
     if isinstance(exc, ptx_errors.Deadlock):
         return CUDA_ERRORS["launch_timeout"]
+    if isinstance(exc, ptx_errors.DeviceAssertion):
+        return CUDA_ERRORS["assert"]
     return CUDA_ERRORS["launch_failure"]
 
 

@@ -137,5 +137,9 @@ class Deadlock(KernelFault):
     """Warps wait at a barrier that can never complete."""
 
 
+class DeviceAssertion(KernelFault):
+    """A device-side ``assert`` failed (``__assertfail``): the GPU stops the kernel."""
+
+
 class UnsupportedInstruction(KernelFault):
     """An instruction the CPU model does not execute: run the kernel on a GPU instead."""

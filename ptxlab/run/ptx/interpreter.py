@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import memory, synccheck
-from .errors import (Deadlock, DivergenceFault, KernelFault, LaunchError, MemoryFault,
+from .errors import (Deadlock, DeviceAssertion, DivergenceFault, KernelFault, LaunchError, MemoryFault,
                      UnsupportedInstruction, Where)
 from .racecheck import RaceTracker, racecheck_mode
 from .memory import LaneFault
@@ -368,6 +368,7 @@ for _kind, _step in ((K_BRA, _step_branch), (K_EXIT, _step_exit), (K_RET, _step_
 del _kind, _step
 
 _FAULT_CLASSES = {"memory": MemoryFault, "divergence": DivergenceFault, "deadlock": Deadlock,
+                  "assert": DeviceAssertion,
                   "unsupported": UnsupportedInstruction, "sync": synccheck.BarrierDivergence}
 
 

@@ -1,5 +1,6 @@
 """Calls to functions the CUDA runtime provides rather than the module: ``vprintf`` (device
-``printf``), so a learner's debugging output works on the CPU model as it does on a GPU.
+``printf``), so a learner's debugging output works on the CPU model as it does on a GPU, and
+``__assertfail`` (a failed device ``assert``), which stops the kernel with the GPU's words.
 
 ``lookup(name)`` returns a factory ``(ins, cx, ret_names, arg_names) -> fn(w, m, caller)`` for
 the call entry, or ``None`` for an ordinary function.
@@ -12,6 +13,7 @@ import sys
 import numpy as np
 
 from ..interpreter import lanes_of
+from ..memory import LaneFault
 from ..values import WARP
 
 #: printf conversions: flags, width, precision, length, conversion.
@@ -20,7 +22,7 @@ _MAX_STRING = 4096
 
 
 def lookup(name: str):
-    return {"vprintf": _vprintf}.get(name)
+    return {"vprintf": _vprintf, "__assertfail": _assertfail}.get(name)
 
 
 def _pointer(caller, name: str) -> np.ndarray:
@@ -113,4 +115,30 @@ def _vprintf(ins, cx, ret_names, arg_names):
             buf = caller.pvars.setdefault(ret_name, np.zeros((WARP, 4), np.uint8))
             buf[:, :4] = 0
         return m
+    return fn
+
+
+def _scalar(caller, name: str, lane: int) -> int:
+    raw = caller.pvars.get(name)
+    return 0 if raw is None else int.from_bytes(bytes(raw[lane, :4].tolist()), "little")
+
+
+def _assertfail(ins, cx, ret_names, arg_names):
+    """``__assertfail(message, file, line, function, char_size)``: the kernel stops, with the
+    line a GPU prints for the first lane whose assertion failed."""
+    if len(arg_names) < 4:
+        raise cx.error("__assertfail needs message, file, line and function arguments")
+
+    def fn(w, m, caller):
+        lanes = lanes_of(m)
+        lane = lanes[0]
+        text = [_read_string(w, int(_pointer(caller, arg_names[i])[lane]), lane) for i in (0, 1, 3)]
+        line = _scalar(caller, arg_names[2], lane)
+        bx, by, _ = w.launch.block
+        t = w.index * WARP + lane
+        thread = (t % bx, (t // bx) % by, t // (bx * by))
+        block = tuple(int(b) for b in w.block.index)
+        raise LaneFault(f"{text[1]}:{line}: {text[2]}: block: [{block[0]},{block[1]},{block[2]}], "
+                        f"thread: [{thread[0]},{thread[1]},{thread[2]}] Assertion `{text[0]}` "
+                        "failed.", lanes, kind="assert")
     return fn
