@@ -279,3 +279,37 @@ int main() {
     assert out == "device-side assert triggered\n"
     assert "thread: [40,0,0] Assertion `v[threadIdx.x] < 40` failed." in res.faults[0]
     assert "warp 1, lanes 8-31" in res.faults[0]
+
+
+def test_the_headers_tutorials_include_work_on_the_model(tmp_path):
+    src = tmp_path / "headers.cu"
+    src.write_text(r'''#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <cfloat>
+#include <cassert>
+#include <assert.h>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <mma.h>
+__global__ void convert(float* out) {
+  int i = threadIdx.x;
+  half h = __float2half(1.0f + i / 4.0f);
+  __nv_bfloat16 b = __float2bfloat16(2.5f * i);
+  assert(i < 32);
+  out[i] = __half2float(h) + __bfloat162float(b) + (FLT_MAX > 1e38f ? 1.0f : 0.0f);
+}
+int main() {
+  float* d; float h[8];
+  cudaMalloc(&d, sizeof h);
+  convert<<<1, 8>>>(d);
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  for (float v : h) std::cout << v << " ";
+  std::cout << std::endl;
+  return 0;
+}
+''')
+    res, out, err = _run(src)
+    expected = " ".join(f"{1 + i / 4 + 2.5 * i + 1:g}" for i in range(8)) + " \n"
+    assert out == expected, err
