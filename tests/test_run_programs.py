@@ -313,3 +313,12 @@ int main() {
     res, out, err = _run(src)
     expected = " ".join(f"{1 + i / 4 + 2.5 * i + 1:g}" for i in range(8)) + " \n"
     assert out == expected, err
+
+
+def test_status_says_how_whole_programs_are_built(capsys):
+    from ptxlab.run import status_cli
+
+    ok, line = status_cli.whole_programs()
+    assert ok and "nvcc" in line
+    status_cli.run(type("Args", (), {"json": False})())
+    assert line in capsys.readouterr().out

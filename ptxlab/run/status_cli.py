@@ -5,6 +5,7 @@ import argparse
 import json
 
 from . import backends, gpu
+from .programs import toolchain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,9 +22,19 @@ def support_table(st: gpu.GpuStatus, cpu_ok: bool) -> list[tuple[str, str, str]]
     return rows
 
 
+def whole_programs() -> tuple[bool, str]:
+    """``(ok, line)``: whether ``ptxlab run`` / ``%%cuda`` can build programs here, and with what
+    (or the one sentence on what to install)."""
+    try:
+        return True, f"whole programs (ptxlab run, %%cuda): built with {toolchain.find_toolchain().describe()}"
+    except toolchain.ToolchainMissing as exc:
+        return False, f"whole programs (ptxlab run, %%cuda): unavailable: {exc}"
+
+
 def run(args: argparse.Namespace) -> int:
     st = gpu.status()
     line = backends.describe()
+    programs_ok, programs_line = whole_programs()
     if getattr(args, "json", False):
         print(json.dumps({
             "summary": line, "gpu_available": st.available, "gpu_message": st.message,
@@ -31,9 +42,11 @@ def run(args: argparse.Namespace) -> int:
             "cupy": st.cupy_version, "driver_cuda": st.driver_version,
             "instructions": {name: {"min_sm": sm, "on_gpu": bool(st.supported.get(name))}
                              for name, sm in gpu.INSTRUCTION_MIN_SM.items()},
+            "whole_programs": {"available": programs_ok, "summary": programs_line},
         }, indent=2))
         return 0
     print(line)
+    print(programs_line)
     cpu_ok, _ = backends.cpu_available()
     rows = [("instruction", "needs", "runs on")] + support_table(st, cpu_ok)
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
