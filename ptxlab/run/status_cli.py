@@ -45,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
             "whole_programs": {"available": programs_ok, "summary": programs_line},
         }, indent=2))
         return 0
-    print(line)
-    print(programs_line)
+    print(f"{line}; {programs_line}")
     cpu_ok, _ = backends.cpu_available()
     rows = [("instruction", "needs", "runs on")] + support_table(st, cpu_ok)
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
