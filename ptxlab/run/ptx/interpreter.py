@@ -13,7 +13,6 @@ arrays (copied).
 """
 from __future__ import annotations
 
-import bisect
 import re
 import time
 from dataclasses import dataclass, field
@@ -23,75 +22,21 @@ import numpy as np
 from . import memory, synccheck
 from .errors import (Deadlock, DeviceAssertion, DivergenceFault, KernelFault, LaunchError, MemoryFault,
                      UnsupportedInstruction, Where)
-from .racecheck import RaceTracker, racecheck_mode
+from .decode_context import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, K_TRAP,
+                             FunctionCode)
+from .flow import BLOCKED, DONE, Flow
+# the lane-mask helpers live in ``lanes`` (the instruction families import them from there);
+# they stay importable from here, as before
+from .lanes import (_LANE_BITS, ALL, bits_mask, lanes_of, mask_array, mask_bits,  # noqa: F401
+                    mask_or)
 from .memory import LaneFault
-from .program import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, K_TRAP, FunctionCode,
-                      Program)
+from .program import Program
+from .racecheck import RaceTracker, racecheck_mode
 from .values import WARP, constant
 
-DONE, BLOCKED = 0, 1
 _BIG = 1 << 62
-ALL = None                                  # mask value meaning "all 32 lanes"
-_LANE_BITS = (np.uint64(1) << np.arange(WARP, dtype=np.uint64))
 MAX_SHARED_BYTES = 227 * 1024               # per block on sm_90 (with the opt-in)
 DEFAULT_BRANCH_BUDGET = 20_000_000
-
-
-def mask_or(a, b):
-    if a is None or b is None:
-        return None
-    r = a | b
-    return None if r.all() else r
-
-
-def mask_array(m) -> np.ndarray:
-    return np.ones(WARP, dtype=bool) if m is None else m
-
-
-def mask_bits(m) -> int:
-    if m is None:
-        return 0xFFFFFFFF
-    return int(_LANE_BITS[m].sum())
-
-
-def bits_mask(bits: int) -> np.ndarray:
-    return ((np.uint64(bits) >> np.arange(WARP, dtype=np.uint64)) & np.uint64(1)).astype(bool)
-
-
-def lanes_of(m) -> tuple[int, ...]:
-    return tuple(range(WARP)) if m is None else tuple(int(i) for i in np.nonzero(m)[0])
-
-
-# ---------------------------------------------------------------------------------------------
-# Flows: the lanes of one warp inside one function activation
-# ---------------------------------------------------------------------------------------------
-
-class Flow:
-    """Program counters of one warp in one function (the entry, or a called ``.func``)."""
-
-    __slots__ = ("fc", "code", "R", "pc", "mask", "pending", "parked", "live", "pvars",
-                 "is_entry")
-
-    def __init__(self, fc: FunctionCode, live: np.ndarray, pvars: dict, is_entry: bool):
-        self.fc = fc
-        self.code = fc.code
-        self.R = fc.initial_registers()
-        self.pc = 0
-        self.live = live.copy()
-        self.mask = None if live.all() else live.copy()
-        self.pending: list = []                 # sorted [pc, mask]
-        self.parked: dict = {}                  # pc -> (mask, member-bits or None)
-        self.pvars = pvars                      # call parameters by name -> (32, size) uint8
-        self.is_entry = is_entry
-
-    def push(self, pc: int, m) -> None:
-        """Add a group, merging with one already waiting at the same PC."""
-        pend = self.pending
-        i = bisect.bisect_left(pend, pc, key=lambda g: g[0])
-        if i < len(pend) and pend[i][0] == pc:
-            pend[i][1] = mask_or(pend[i][1], m)
-        else:
-            pend.insert(i, [pc, m])
 
 
 class Warp:
@@ -122,6 +67,11 @@ class Warp:
     @property
     def flow(self) -> Flow:
         return self.flows[-1]
+
+    def run_flow(self, fl: Flow) -> int:
+        """Run ``fl`` (a call's flow, opened by the ``call`` instruction) in this warp: DONE or
+        BLOCKED. The instruction families reach the interpreter only through this method."""
+        return run_flow(self, fl)
 
     def clock_value(self, name: str) -> np.ndarray:
         t = self.launch.clock()
@@ -555,26 +505,10 @@ class Launch:
         self.racecheck = racecheck_mode(racecheck)
         self.grid = _dims(grid, "grid")
         self.block = _dims(block, "block")
-        threads = self.block[0] * self.block[1] * self.block[2]
-        if threads > 1024:
-            raise LaunchError(f"a block has at most 1024 threads, got {threads} ({self.block})")
-        req = program.entry.fn.directives.get("reqntid")
-        if req and tuple(req) + (1,) * (3 - len(req)) != self.block:
-            raise LaunchError(f"the kernel requires blocks of {req} threads (.reqntid), "
-                              f"got {self.block}")
-        maxn = program.entry.fn.directives.get("maxntid")
-        if maxn and threads > int(np.prod(maxn)):
-            raise LaunchError(f"the kernel allows at most {int(np.prod(maxn))} threads per block "
-                              f"(__launch_bounds__/.maxntid), got {threads}")
+        threads = self._check_block_size(program)
         self.threads = threads
         self.nwarps = (threads + WARP - 1) // WARP
-        if shared_mem < 0:
-            raise LaunchError("shared_mem must be >= 0")
-        self.shared_size = program.dynamic_shared_offset + int(shared_mem) \
-            if shared_mem else program.static_shared
-        if self.shared_size > MAX_SHARED_BYTES:
-            raise LaunchError(f"the block needs {self.shared_size} bytes of shared memory; sm_90 "
-                              f"allows at most {MAX_SHARED_BYTES}")
+        self.shared_size = self._shared_size(program, shared_mem)
         self.branch_budget = branch_budget
         self.branches = 0
         self.printf = printf
@@ -593,13 +527,62 @@ class Launch:
         else:
             self.param_bytes = self._pack_params(list(args))
         # per-warp special registers that do not depend on the block
+        self._set_warp_specials(threads, shared_mem)
+
+    def _check_block_size(self, program: Program) -> int:
+        """The threads of a block, checked against the hardware's limit and the kernel's
+        ``.reqntid`` / ``.maxntid``."""
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if threads > 1024:
+            raise LaunchError(f"a block has at most 1024 threads, got {threads} ({self.block})")
+        req = program.entry.fn.directives.get("reqntid")
+        if req and tuple(req) + (1,) * (3 - len(req)) != self.block:
+            raise LaunchError(f"the kernel requires blocks of {req} threads (.reqntid), "
+                              f"got {self.block}")
+        maxn = program.entry.fn.directives.get("maxntid")
+        if maxn and threads > int(np.prod(maxn)):
+            raise LaunchError(f"the kernel allows at most {int(np.prod(maxn))} threads per block "
+                              f"(__launch_bounds__/.maxntid), got {threads}")
+        return threads
+
+    @staticmethod
+    def _shared_size(program: Program, shared_mem: int) -> int:
+        """Bytes of shared memory per block: the static variables, then ``shared_mem`` dynamic
+        bytes (at the dynamic array's alignment)."""
+        if shared_mem < 0:
+            raise LaunchError("shared_mem must be >= 0")
+        size = program.dynamic_shared_offset + int(shared_mem) \
+            if shared_mem else program.static_shared
+        if size > MAX_SHARED_BYTES:
+            raise LaunchError(f"the block needs {size} bytes of shared memory; sm_90 "
+                              f"allows at most {MAX_SHARED_BYTES}")
+        return size
+
+    def _set_warp_specials(self, threads: int, shared_mem: int) -> None:
+        """``thread_exists`` and ``warp_specials``: per warp, which of its lanes are threads of
+        the block, and the special registers (%tid, %laneid, %ntid ...) that do not depend on
+        the block."""
         lin = np.arange(self.nwarps * WARP)
         bx, by, _ = self.block
         tx, ty, tz = lin % bx, (lin // bx) % by, lin // (bx * by)
         exists = lin < threads
         self.thread_exists = [exists[i * WARP:(i + 1) * WARP] for i in range(self.nwarps)]
+        common = self._common_specials(shared_mem)
+        self.warp_specials = []
+        for wi in range(self.nwarps):
+            s = dict(common)
+            sl = slice(wi * WARP, (wi + 1) * WARP)
+            for name, arr in (("x", tx), ("y", ty), ("z", tz)):
+                a = arr[sl].astype(np.uint32)
+                a.flags.writeable = False
+                s["%tid." + name] = a
+            s["%warpid"] = constant(wi, np.uint32)
+            self.warp_specials.append(s)
+
+    def _common_specials(self, shared_mem: int) -> dict:
+        """The special registers every warp of every block reads alike."""
         lane = np.arange(WARP, dtype=np.uint32)
-        common = {
+        return {
             "%ntid.x": constant(self.block[0], np.uint32), "%ntid.y": constant(self.block[1], np.uint32),
             "%ntid.z": constant(self.block[2], np.uint32),
             "%nctaid.x": constant(self.grid[0], np.uint32), "%nctaid.y": constant(self.grid[1], np.uint32),
@@ -617,16 +600,6 @@ class Launch:
             "%clusterid.x": constant(0, np.uint32), "%cluster_ctarank": constant(0, np.uint32),
             "%cluster_nctarank": constant(1, np.uint32), "%is_explicit_cluster": constant(0, np.uint32),
         }
-        self.warp_specials = []
-        for wi in range(self.nwarps):
-            s = dict(common)
-            sl = slice(wi * WARP, (wi + 1) * WARP)
-            for name, arr in (("x", tx), ("y", ty), ("z", tz)):
-                a = arr[sl].astype(np.uint32)
-                a.flags.writeable = False
-                s["%tid." + name] = a
-            s["%warpid"] = constant(wi, np.uint32)
-            self.warp_specials.append(s)
 
     def clock(self) -> int:
         return time.perf_counter_ns() - self._t0

@@ -236,6 +236,8 @@ def _strip_comments(text: str) -> str:
 
 
 def _statements(text: str) -> list[_Stmt]:
+    """Split PTX text (comments removed) into braces, labels, line directives and statements,
+    each with the line it starts on."""
     text = _strip_comments(text)
     stmts: list[_Stmt] = []
     i, n, line = 0, len(text), 1
@@ -261,27 +263,9 @@ def _statements(text: str) -> list[_Stmt]:
             continue
         start_line = line
         if _LINE_DIRECTIVE.match(text, i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            stmt = text[i:j].strip().rstrip(";")
-            i = j
-            if stmt.startswith(".section"):
-                # Debug sections: skip the whole { ... } block that follows.
-                k = text.find("{", i)
-                if k >= 0 and text[i:k].strip() == "":
-                    depth, m = 0, k
-                    while m < n:
-                        if text[m] == "{":
-                            depth += 1
-                        elif text[m] == "}":
-                            depth -= 1
-                            if depth == 0:
-                                break
-                        m += 1
-                    line += text.count("\n", i, m + 1)
-                    i = m + 1
-                continue
-            stmts.append(_Stmt("line", stmt, start_line))
+            stmt, i, line = _line_directive(text, i, line)
+            if stmt is not None:
+                stmts.append(_Stmt("line", stmt, start_line))
             continue
         m = _LABEL.match(text, i)
         if m and not text.startswith(".", i):
@@ -289,38 +273,78 @@ def _statements(text: str) -> list[_Stmt]:
             line += text.count("\n", i, m.end())
             i = m.end()
             continue
-        # An ordinary statement: up to ';' at nesting depth 0, or up to the '{' that opens a
-        # function body.
-        depth_paren = depth_brace = 0
-        j = i
-        in_str = False
-        while j < n:
-            ch = text[j]
-            if in_str:
-                if ch == '"':
-                    in_str = False
-            elif ch == '"':
-                in_str = True
-            elif ch == "(":
-                depth_paren += 1
-            elif ch == ")":
-                depth_paren -= 1
-            elif ch == "{":
-                if depth_paren == 0 and depth_brace == 0 and _is_function_header(text[i:j]):
-                    break
-                depth_brace += 1
-            elif ch == "}":
-                if depth_brace == 0:
-                    break
-                depth_brace -= 1
-            elif ch == ";" and depth_paren == 0 and depth_brace == 0:
-                break
-            j += 1
+        j = _statement_end(text, i)
         stmt = text[i:j]
         stmts.append(_Stmt("stmt", " ".join(stmt.split()), start_line))
         line += stmt.count("\n")
         i = j + 1 if j < n and text[j] == ";" else j
     return stmts
+
+
+def _line_directive(text: str, i: int, line: int) -> tuple[str | None, int, int]:
+    """A directive that ends at the end of its line (``.loc``, ``.file``, ``.section`` ...) at
+    ``text[i]``: (its text, or None for a debug ``.section`` skipped with its ``{ ... }``
+    block; where to go on; the line number there)."""
+    n = len(text)
+    j = text.find("\n", i)
+    j = n if j < 0 else j
+    stmt = text[i:j].strip().rstrip(";")
+    i = j
+    if not stmt.startswith(".section"):
+        return stmt, i, line
+    # Debug sections: skip the whole { ... } block that follows.
+    k = text.find("{", i)
+    if k >= 0 and text[i:k].strip() == "":
+        m = _closing_brace(text, k)
+        line += text.count("\n", i, m + 1)
+        i = m + 1
+    return None, i, line
+
+
+def _closing_brace(text: str, k: int) -> int:
+    """The index of the ``}`` that closes the ``{`` at ``text[k]`` (``len(text)`` if none)."""
+    depth, m, n = 0, k, len(text)
+    while m < n:
+        if text[m] == "{":
+            depth += 1
+        elif text[m] == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        m += 1
+    return m
+
+
+def _statement_end(text: str, i: int) -> int:
+    """Where the ordinary statement starting at ``text[i]`` ends: its ';' at nesting depth 0,
+    the '{' that opens a function body, or an unmatched '}' (or the end of the text)."""
+    n = len(text)
+    depth_paren = depth_brace = 0
+    j = i
+    in_str = False
+    while j < n:
+        ch = text[j]
+        if in_str:
+            if ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch == "(":
+            depth_paren += 1
+        elif ch == ")":
+            depth_paren -= 1
+        elif ch == "{":
+            if depth_paren == 0 and depth_brace == 0 and _is_function_header(text[i:j]):
+                break
+            depth_brace += 1
+        elif ch == "}":
+            if depth_brace == 0:
+                break
+            depth_brace -= 1
+        elif ch == ";" and depth_paren == 0 and depth_brace == 0:
+            break
+        j += 1
+    return j
 
 
 def _is_function_header(text: str) -> bool:

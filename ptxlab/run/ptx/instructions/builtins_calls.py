@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from ..interpreter import lanes_of
+from ..lanes import lanes_of
 from ..memory import LaneFault
 from ..values import WARP
 

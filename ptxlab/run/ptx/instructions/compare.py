@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import floats
+from ..decode_context import Unsupported, types_of
 from ..parser import Pair
-from ..program import Unsupported, types_of
 from ..values import FLOAT_TYPES, SIGNED_TYPES, VIEW_DTYPE
-from . import handles
+from .registry import handles
 
 _FMT = {"f16": floats.F16, "bf16": floats.BF16}
 _CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..decode_context import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_RET, K_TRAP, CodeEntry,
+                              Unsupported)
+from ..flow import DONE, Flow
 from ..memory import LaneFault
 from ..parser import ParenList, Reg, Sym
-from ..program import K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_RET, K_TRAP, CodeEntry, Unsupported
 from ..values import WARP
-from . import handles
+from . import builtins_calls
+from .registry import handles
 
 
 @handles("bra", "brx")
@@ -139,7 +142,6 @@ def call(ins, cx):
         args = ops.pop(0).items
     arg_names = [a.name for a in args if isinstance(a, (Sym, Reg))]
     ret_names = [r.name for r in rets if isinstance(r, (Sym, Reg))]
-    from . import builtins_calls
     special = builtins_calls.lookup(name)
     if special is not None:
         return CodeEntry(K_CALL, special(ins, cx, ret_names, arg_names))
@@ -150,7 +152,6 @@ def call(ins, cx):
     sizes = {d.name: d.size for d in cx.fn.locals if d.space == "param"}
 
     def fn(w, m, caller):
-        from ..interpreter import DONE, Flow, run_flow
         callee_fc = program.functions[name]
         callee = callee_fc.fn
         pv = caller.pvars
@@ -168,7 +169,7 @@ def call(ins, cx):
             raise LaneFault("calls nest more than 64 deep (runaway recursion?)", (),
                             kind="unsupported")
         try:
-            status = run_flow(w, fl)
+            status = w.run_flow(fl)      # the interpreter's warp runs the callee
         finally:
             w.flows.pop()
         if status != DONE:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import floats, memory
+from ..decode_context import Unsupported, types_of
 from ..memory import LaneFault
 from ..parser import Sym, Vec
-from ..program import Unsupported, types_of
 from ..values import FLOAT_TYPES, SIGNED_TYPES, VIEW_DTYPE, WARP, type_bytes
-from . import handles
+from .registry import handles
 
 _FMT = {"f16": floats.F16, "bf16": floats.BF16, "f32": floats.F32, "f64": floats.F64,
         "tf32": floats.TF32}
@@ -152,56 +152,80 @@ def cvt(ins, cx):
         raise Unsupported(f"{ins.full_opcode}: modifier(s) {sorted(flags - known)} not modelled")
     get = cx.src(ins.operands[1], st)
     set_ = cx.dst(ins.operands[0], dt)
-    ftz = "ftz" in flags
-    sat = "sat" in flags
-    relu = "relu" in flags
-    satfinite = "satfinite" in flags
-    fmode = next((f for f in flags if f in _FLOAT_MODES), None)
-    imode = next((f for f in flags if f in _INT_ROUND), None)
     s_float = st in FLOAT_TYPES
     d_float = dt in FLOAT_TYPES
     if not s_float and not d_float:
-        return _cvt_int_int(get, set_, dt, st, sat)
+        return _cvt_int_int(get, set_, dt, st, "sat" in flags)
     if s_float and not d_float:
-        if imode is None and not fmode:
-            raise cx.error(f"{ins.full_opcode}: float-to-integer conversion needs .rni/.rzi/"
-                           ".rmi/.rpi")
-        rnd = _INT_ROUND[imode or "rni"]
-        lo, hi = _INT_RANGE[dt]
-        sfmt = _FMT[st]
-        out_dt = np.dtype(VIEW_DTYPE[dt])
-
-        def f2i(w, m):
-            x = floats.decode(get(w).view(_raw(st)), sfmt)
-            if ftz:
-                x = floats.flush_subnormal(x, sfmt)
-            r = rnd(x)
-            r = np.where(np.isnan(r), 0.0, r)
-            set_(w, _clamp_to_int(r, lo, hi, out_dt), m)
-        return f2i
+        return _cvt_float_int(ins, cx, get, set_, dt, st, flags)
     if not s_float and d_float:
-        dfmt = _FMT[dt]
-        mode = fmode or "rn"
-        if fmode is None and dt != "f64" and st not in ("u8", "s8", "u16", "s16"):
-            raise cx.error(f"{ins.full_opcode}: integer-to-float conversion needs a rounding "
-                           "modifier")
-        signed = st in SIGNED_TYPES
+        return _cvt_int_float(ins, cx, get, set_, dt, st, flags)
+    return _cvt_float_float(ins, cx, get, set_, dt, st, flags)
 
-        def i2f(w, m):
-            v = get(w)
-            if v.dtype.itemsize == 8 and (np.abs(v.astype(np.float64)) >= 2.0**53).any():
-                x = _big_ints_to_f64(v, signed, dfmt, mode)
-            else:
-                x = v.astype(np.float64)
-            r = floats.round_to_format(x, dfmt, mode)
-            if ftz:
-                r = floats.flush_subnormal(r, dfmt)
-            if sat:
-                r = floats.saturate(r)
-            set_(w, floats.encode(r, dfmt).view(_view(dt)), m)
-        return i2f
-    # float -> float
+
+def _float_mode(flags: set):
+    """The float rounding modifier (.rn/.rz/.rm/.rp/.rna) among ``flags``, or None."""
+    return next((f for f in flags if f in _FLOAT_MODES), None)
+
+
+def _int_mode(flags: set):
+    """The integer rounding modifier (.rni/.rzi/.rmi/.rpi) among ``flags``, or None."""
+    return next((f for f in flags if f in _INT_ROUND), None)
+
+
+def _cvt_float_int(ins, cx, get, set_, dt: str, st: str, flags: set):
+    """cvt.{rni,rzi,rmi,rpi}{.ftz}.<int>.<float>: rounded, NaN to 0, saturated to the range."""
+    ftz = "ftz" in flags
+    fmode, imode = _float_mode(flags), _int_mode(flags)
+    if imode is None and not fmode:
+        raise cx.error(f"{ins.full_opcode}: float-to-integer conversion needs .rni/.rzi/"
+                       ".rmi/.rpi")
+    rnd = _INT_ROUND[imode or "rni"]
+    lo, hi = _INT_RANGE[dt]
+    sfmt = _FMT[st]
+    out_dt = np.dtype(VIEW_DTYPE[dt])
+
+    def f2i(w, m):
+        x = floats.decode(get(w).view(_raw(st)), sfmt)
+        if ftz:
+            x = floats.flush_subnormal(x, sfmt)
+        r = rnd(x)
+        r = np.where(np.isnan(r), 0.0, r)
+        set_(w, _clamp_to_int(r, lo, hi, out_dt), m)
+    return f2i
+
+
+def _cvt_int_float(ins, cx, get, set_, dt: str, st: str, flags: set):
+    """cvt.<rounding>{.ftz}{.sat}.<float>.<int>: exact for 64-bit integers beyond 2**53 too."""
+    ftz, sat = "ftz" in flags, "sat" in flags
+    fmode = _float_mode(flags)
+    dfmt = _FMT[dt]
+    mode = fmode or "rn"
+    if fmode is None and dt != "f64" and st not in ("u8", "s8", "u16", "s16"):
+        raise cx.error(f"{ins.full_opcode}: integer-to-float conversion needs a rounding "
+                       "modifier")
+    signed = st in SIGNED_TYPES
+
+    def i2f(w, m):
+        v = get(w)
+        if v.dtype.itemsize == 8 and (np.abs(v.astype(np.float64)) >= 2.0**53).any():
+            x = _big_ints_to_f64(v, signed, dfmt, mode)
+        else:
+            x = v.astype(np.float64)
+        r = floats.round_to_format(x, dfmt, mode)
+        if ftz:
+            r = floats.flush_subnormal(r, dfmt)
+        if sat:
+            r = floats.saturate(r)
+        set_(w, floats.encode(r, dfmt).view(_view(dt)), m)
+    return i2f
+
+
+def _cvt_float_float(ins, cx, get, set_, dt: str, st: str, flags: set):
+    """Float to float: to an integral value in the same type (.rni ...), or rounded to the
+    destination format (a rounding modifier is needed when it narrows)."""
     sfmt, dfmt = _FMT[st], _FMT[dt]
+    fmode, imode = _float_mode(flags), _int_mode(flags)
     if dt == "tf32":
         mode = fmode or "rna"
     else:
@@ -209,20 +233,7 @@ def cvt(ins, cx):
     if imode is not None:
         if st != dt:
             raise cx.error(f"{ins.full_opcode}: integer rounding needs equal float types")
-        rnd = _INT_ROUND[imode]
-
-        def f2f_int(w, m):
-            x = floats.decode(get(w).view(_raw(st)), sfmt)
-            if ftz:
-                x = floats.flush_subnormal(x, sfmt)
-            r = rnd(x)
-            r = np.where(np.isfinite(x), np.copysign(r, x), x)
-            if ftz:
-                r = floats.flush_subnormal(r, dfmt)
-            if sat:
-                r = floats.saturate(r)
-            set_(w, floats.encode(r, dfmt).view(_view(dt)), m)
-        return f2f_int
+        return _cvt_float_integral(get, set_, dt, st, sfmt, dfmt, imode, flags)
     widening = dfmt.precision >= sfmt.precision and dfmt.emax >= sfmt.emax \
         and dfmt.emin <= sfmt.emin
     if mode is None:
@@ -230,6 +241,8 @@ def cvt(ins, cx):
             raise cx.error(f"{ins.full_opcode}: a narrowing float conversion needs a rounding "
                            "modifier (.rn/.rz/.rm/.rp)")
         mode = "rn"
+    ftz, sat = "ftz" in flags, "sat" in flags
+    relu, satfinite = "relu" in flags, "satfinite" in flags
 
     def f2f(w, m):
         x = floats.decode(get(w).view(_raw(st)), sfmt)
@@ -246,6 +259,25 @@ def cvt(ins, cx):
             r = floats.relu(r)
         set_(w, floats.encode(r, dfmt).view(_view(dt)), m)
     return f2f
+
+
+def _cvt_float_integral(get, set_, dt: str, st: str, sfmt, dfmt, imode: str, flags: set):
+    """cvt.{rni,rzi,rmi,rpi}.<f>.<f>: round to an integral value, keeping the sign (-0.0)."""
+    ftz, sat = "ftz" in flags, "sat" in flags
+    rnd = _INT_ROUND[imode]
+
+    def f2f_int(w, m):
+        x = floats.decode(get(w).view(_raw(st)), sfmt)
+        if ftz:
+            x = floats.flush_subnormal(x, sfmt)
+        r = rnd(x)
+        r = np.where(np.isfinite(x), np.copysign(r, x), x)
+        if ftz:
+            r = floats.flush_subnormal(r, dfmt)
+        if sat:
+            r = floats.saturate(r)
+        set_(w, floats.encode(r, dfmt).view(_view(dt)), m)
+    return f2f_int
 
 
 def _raw(t: str):

@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from .. import floats
-from ..program import Unsupported, types_of
+from ..decode_context import Unsupported, types_of
 from ..values import VIEW_DTYPE
-from . import handles
+from .registry import handles
 
 _FMT = {"f16": floats.F16, "bf16": floats.BF16, "f32": floats.F32, "f64": floats.F64,
         "f16x2": floats.F16, "bf16x2": floats.BF16}

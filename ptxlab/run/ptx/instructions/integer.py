@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Unsupported, types_of
+from ..decode_context import Unsupported, types_of
 from ..values import FLOAT_TYPES, SIGNED_BY_SIZE, SIGNED_TYPES, UNSIGNED_BY_SIZE, VIEW_DTYPE, WARP
-from . import handles
+from . import floating
+from .registry import handles
 
 _U = UNSIGNED_BY_SIZE
 _S = SIGNED_BY_SIZE
@@ -47,7 +48,6 @@ def _binary(ins, cx, t, op):
 
 @handles("add", "sub")
 def add_sub(ins, cx):
-    from . import floating
     if _is_float(ins):
         return floating.compile_arith(ins, cx)
     t = _type(ins, cx)
@@ -128,7 +128,6 @@ def _mul_parts(x: np.ndarray, y: np.ndarray, bits: int, signed: bool, part: str)
 
 @handles("mul")
 def mul(ins, cx):
-    from . import floating
     if _is_float(ins):
         return floating.compile_arith(ins, cx)
     t = _type(ins, cx)
@@ -146,7 +145,6 @@ def mul(ins, cx):
 
 @handles("mad")
 def mad(ins, cx):
-    from . import floating
     if _is_float(ins):
         return floating.compile_arith(ins, cx)
     t = _type(ins, cx)
@@ -249,7 +247,6 @@ def _divmod_trunc(x: np.ndarray, y: np.ndarray, signed: bool):
 
 @handles("div", "rem")
 def div_rem(ins, cx):
-    from . import floating
     if _is_float(ins):
         return floating.compile_div(ins, cx)
     t = _type(ins, cx)
@@ -264,7 +261,6 @@ def div_rem(ins, cx):
 
 @handles("abs", "neg")
 def abs_neg(ins, cx):
-    from . import floating
     if _is_float(ins):
         return floating.compile_sign(ins, cx)
     t = _type(ins, cx)
@@ -284,7 +280,6 @@ def abs_neg(ins, cx):
 
 @handles("min", "max")
 def min_max(ins, cx):
-    from . import floating
     if _is_float(ins):
         return floating.compile_minmax(ins, cx)
     t = _type(ins, cx)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import floats
+from ..decode_context import Unsupported, types_of
 from ..parser import Imm, Reg, Vec
-from ..program import Unsupported, types_of
 from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
-from . import handles
+from .registry import handles
 
 _SPACES = {"global", "shared", "local", "param", "const"}
 _ALL = np.arange(WARP)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from ....model import emulator, layouts, matrix_forms
-from ..interpreter import lanes_of, mask_bits
+from ..decode_context import K_COLL, K_OP, CodeEntry, Unsupported
+from ..lanes import lanes_of, mask_bits
 from ..memory import SHARED_START, SHARED_WINDOW, WINDOW_SIZE, LaneFault
 from ..parser import Pair, Reg, Vec
-from ..program import K_COLL, K_OP, CodeEntry, Unsupported
 from ..racecheck import Site
 from ..values import WARP
-from . import handles
+from .registry import handles
 
 _LANE_BITS = (np.uint64(1) << np.arange(WARP, dtype=np.uint64))
 
