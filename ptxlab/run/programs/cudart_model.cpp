@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -27,7 +28,7 @@ namespace {
 // Requests: one header, then `len` bytes. Answers: one header, then `len` bytes.
 enum Op : uint32_t {
   OP_MALLOC = 1, OP_FREE = 2, OP_TO_DEVICE = 3, OP_TO_HOST = 4, OP_DEVICE_COPY = 5,
-  OP_MEMSET = 6, OP_PARAMS = 7, OP_LAUNCH = 8, OP_SYMBOL = 9, OP_EXIT = 10,
+  OP_MEMSET = 6, OP_PARAMS = 7, OP_LAUNCH = 8, OP_SYMBOL = 9,
 };
 struct Request { uint32_t op; uint32_t pad; uint64_t a, b, c, len; };
 struct Answer { int32_t status; uint32_t pad; uint64_t value, len; };
@@ -89,9 +90,13 @@ void read_all(void* data, size_t n) {
   }
 }
 
-// One request and its answer; the answer's bytes land in `reply` when given.
+// One request and its answer; the answer's bytes land in `reply` when given. Host threads
+// share the one socket, so a request and its answer go as one.
+std::mutex& channel_lock() { static std::mutex m; return m; }
+
 Answer call(Op op, uint64_t a, uint64_t b, uint64_t c, const void* payload, size_t len,
             std::string* reply = nullptr) {
+  std::lock_guard<std::mutex> hold(channel_lock());
   connect();
   Request rq{op, 0, a, b, c, len};
   write_all(&rq, sizeof rq);

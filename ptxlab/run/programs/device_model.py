@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ _REQUEST = struct.Struct("<IIQQQQ")    # op, pad, a, b, c, payload length
 _ANSWER = struct.Struct("<iIQQ")       # status, pad, value, payload length
 
 OP_MALLOC, OP_FREE, OP_TO_DEVICE, OP_TO_HOST, OP_DEVICE_COPY = 1, 2, 3, 4, 5
-OP_MEMSET, OP_PARAMS, OP_LAUNCH, OP_SYMBOL, OP_EXIT = 6, 7, 8, 9, 10
+OP_MEMSET, OP_PARAMS, OP_LAUNCH, OP_SYMBOL = 6, 7, 8, 9
 
 #: The CUDA runtime's codes for what a launch or a copy can end in.
 CUDA_ERRORS = {"invalid_value": 1, "memory_allocation": 2, "invalid_configuration": 9,
@@ -195,8 +196,6 @@ class DeviceModel:
         return 0, 0, b"".join(struct.pack("<II", off, p.size) for p, off in prog.params)
 
     def _launch(self, _a, _b, _c, payload):
-        import time
-
         end = payload.index(b"\0")
         name = payload[:end].decode()
         dims = struct.unpack_from("<6I", payload, end + 1)
