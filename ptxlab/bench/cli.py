@@ -63,33 +63,15 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from . import bank_study, runs
-    from .kernels import GEMM_BEST, gemm_config_for, transpose_config_for
+    from . import runs
+    from .kernels import GEMM_BEST
 
-    argv = sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]
-    res: dict = {"command": " ".join(["ptxlab", "bench", *argv]),
-                 "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-                 "device": runs.device_info(), "notes": args.notes, "rounds": args.rounds,
-                 "order": args.order, "warmup_ms": args.warmup_ms,
-                 "gemm_configs": {n: {"row": gemm_config_for(n, n, n).label,
-                                      "col": gemm_config_for(n, n, n, b_col=True).label}
-                                  for n in args.gemm_sizes}}
+    res = _run_header(args)
     log(f"device: {res['device']['name']}  CuPy {res['device']['cupy']}")
     pool = ThreadPoolExecutor(max_workers=1)   # CUTLASS builds while the ceilings run
     peer = None if args.no_peer else pool.submit(runs.peer_kernels, None, log)
-    res["mma_peak"] = runs.mma_peak_run()
-    res["mma_peak_vary"] = runs.mma_peak_run(chains_options=(8, 12), threads_options=(128,),
-                                             blocks_per_sm_options=(4, 8), vary=True)
-    log(f"mma.sync ceiling: {res['mma_peak']['tflops']:.1f} TFLOP/s; with changing random "
-        f"operands {res['mma_peak_vary']['tflops']:.1f}")
-    res["transpose"], res["copy"], res["cupy_transpose"] = [], [], []
-    for n in args.transpose_sizes:
-        res["copy"].append(runs.copy_run(n * n * 2))
-        res["cupy_transpose"].append(runs.cupy_transpose_run(n, n))
-        rec = runs.transpose_run(transpose_config_for(n, n), n, n)
-        res["transpose"].append(rec)
-        log(f"transpose {n}^2: {rec['tbps']:.3f} TB/s (copy {res['copy'][-1]['tbps']:.3f}, "
-            f"cupy {res['cupy_transpose'][-1]['tbps']:.3f}), mismatches {rec['mismatches']}")
+    res.update(_ceilings(log))
+    res.update(_transpose_records(args.transpose_sizes, log))
     kernels = []
     if peer is None:
         res["peer"] = {"measured": False, "reason": "--no-peer given"}
@@ -97,22 +79,7 @@ def collect(args: argparse.Namespace, log=print) -> dict:
         kernels, res["peer"] = peer.result()
     records, sweep = [], []
     for n in args.gemm_sizes:
-        variants = [gemm_config_for(n, n, n), gemm_config_for(n, n, n, b_col=True),
-                    gemm_config_for(n, n, n, out_f32=True)]
-        best = {}
-        for kern in kernels:   # CUTLASS's sweep at this size
-            rec = runs.record_of(kern.cfg.label, n, lambda k=kern: runs.peer_run(k, n, n, n))
-            sweep.append(rec)
-            if rec.get("correct") and rec["tflops"] > best.get(rec["variant"], (0, None))[0]:
-                best[rec["variant"]] = (rec["tflops"], kern)
-        warm = args.warmup_ms
-        jobs = [("cublas", n, lambda: runs.cublas_run(n, n, n, warmup_ms=warm))]
-        jobs += [(cfg.label, n, lambda cfg=cfg: runs.gemm_run(cfg, n, n, n, warmup_ms=warm))
-                 for cfg in variants]
-        jobs += [(k.cfg.label, n, lambda k=k: runs.peer_run(k, n, n, n, warmup_ms=warm))
-                 for _, k in best.values()]
-        records += runs.in_rounds(jobs, args.rounds, log=lambda r: log(_record_line(r)),
-                                  order=args.order)
+        records += _gemm_rounds(n, kernels, sweep, args, log)
     merged = runs.merge_rounds(records)
     res["gemm"] = [r for r in merged if r.get("kernel") == "gemm"]
     res["cublas"] = [r for r in merged if r.get("kernel") == "cublas"]
@@ -124,23 +91,99 @@ def collect(args: argparse.Namespace, log=print) -> dict:
     log(f"fixed cost per block tile (K sweep at 4096 x 4096): "
         f"{res['fixed_cost']['fixed_ms'] * 1e3:.1f} us, "
         f"{res['fixed_cost']['share'][-1]:.1%} of the 4096^3 GEMM")
-    if args.no_ncu:
-        res["gemm_profile"] = [{"measured": False, "reason": "--no-ncu given"}]
-        res["bank_study"] = {"measured": False, "reason": "--no-ncu given",
-                             "rows": [{"predicted": p} for p in bank_study.predictions()]}
-    else:
-        from . import gemm_profile
-        size = max(args.gemm_sizes)
-        ours = gemm_config_for(size, size, size)
-        res["gemm_profile"] = [gemm_profile.measure(ours, size)]
-        peer_best = [r for r in runs.best_by(res["cutlass"], "cutlass")
-                     if r["m"] == size and r["variant"] == ours.variant]
-        if peer_best:
-            from .cutlass_peer import PeerConfig
-            res["gemm_profile"].append(gemm_profile.measure(PeerConfig(**peer_best[0]["params"]),
-                                                            size))
-        res["bank_study"] = bank_study.measure()
+    res.update(_profiles(args, res["cutlass"]))
     return res
+
+
+def _run_header(args: argparse.Namespace) -> dict:
+    """What the report says about the run itself: command, date, device, settings, and our
+    GEMM configuration per size."""
+    from . import runs
+    from .kernels import gemm_config_for
+
+    argv = sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]
+    return {"command": " ".join(["ptxlab", "bench", *argv]),
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+            "device": runs.device_info(), "notes": args.notes, "rounds": args.rounds,
+            "order": args.order, "warmup_ms": args.warmup_ms,
+            "gemm_configs": {n: {"row": gemm_config_for(n, n, n).label,
+                                 "col": gemm_config_for(n, n, n, b_col=True).label}
+                             for n in args.gemm_sizes}}
+
+
+def _ceilings(log=print) -> dict:
+    """The mma.sync ceilings: one operand value per lane, and operands that change."""
+    from . import runs
+
+    res = {"mma_peak": runs.mma_peak_run(),
+           "mma_peak_vary": runs.mma_peak_run(chains_options=(8, 12), threads_options=(128,),
+                                              blocks_per_sm_options=(4, 8), vary=True)}
+    log(f"mma.sync ceiling: {res['mma_peak']['tflops']:.1f} TFLOP/s; with changing random "
+        f"operands {res['mma_peak_vary']['tflops']:.1f}")
+    return res
+
+
+def _transpose_records(sizes, log=print) -> dict:
+    """Per size: the device-to-device copy, CuPy's transpose and ours."""
+    from . import runs
+    from .kernels import transpose_config_for
+
+    res: dict = {"transpose": [], "copy": [], "cupy_transpose": []}
+    for n in sizes:
+        res["copy"].append(runs.copy_run(n * n * 2))
+        res["cupy_transpose"].append(runs.cupy_transpose_run(n, n))
+        rec = runs.transpose_run(transpose_config_for(n, n), n, n)
+        res["transpose"].append(rec)
+        log(f"transpose {n}^2: {rec['tbps']:.3f} TB/s (copy {res['copy'][-1]['tbps']:.3f}, "
+            f"cupy {res['cupy_transpose'][-1]['tbps']:.3f}), mismatches {rec['mismatches']}")
+    return res
+
+
+def _gemm_rounds(n: int, kernels: list, sweep: list[dict], args: argparse.Namespace,
+                 log=print) -> list[dict]:
+    """At size ``n``: CUTLASS's sweep once (its records appended to ``sweep``), then the
+    interleaved rounds of cuBLAS, our three variants and CUTLASS's fastest per B layout."""
+    from . import runs
+    from .kernels import gemm_config_for
+
+    variants = [gemm_config_for(n, n, n), gemm_config_for(n, n, n, b_col=True),
+                gemm_config_for(n, n, n, out_f32=True)]
+    best = {}
+    for kern in kernels:   # CUTLASS's sweep at this size
+        rec = runs.record_of(kern.cfg.label, n, lambda k=kern: runs.peer_run(k, n, n, n))
+        sweep.append(rec)
+        if rec.get("correct") and rec["tflops"] > best.get(rec["variant"], (0, None))[0]:
+            best[rec["variant"]] = (rec["tflops"], kern)
+    warm = args.warmup_ms
+    jobs = [("cublas", n, lambda: runs.cublas_run(n, n, n, warmup_ms=warm))]
+    jobs += [(cfg.label, n, lambda cfg=cfg: runs.gemm_run(cfg, n, n, n, warmup_ms=warm))
+             for cfg in variants]
+    jobs += [(k.cfg.label, n, lambda k=k: runs.peer_run(k, n, n, n, warmup_ms=warm))
+             for _, k in best.values()]
+    return runs.in_rounds(jobs, args.rounds, log=lambda r: log(_record_line(r)),
+                          order=args.order)
+
+
+def _profiles(args: argparse.Namespace, cutlass: list[dict]) -> dict:
+    """Nsight Compute: our GEMM and CUTLASS's fastest at the largest size, and the
+    bank-conflict study (only their predictions with ``--no-ncu``)."""
+    from . import bank_study, runs
+    from .kernels import gemm_config_for
+
+    if args.no_ncu:
+        return {"gemm_profile": [{"measured": False, "reason": "--no-ncu given"}],
+                "bank_study": {"measured": False, "reason": "--no-ncu given",
+                               "rows": [{"predicted": p} for p in bank_study.predictions()]}}
+    from . import gemm_profile
+    size = max(args.gemm_sizes)
+    ours = gemm_config_for(size, size, size)
+    profiles = [gemm_profile.measure(ours, size)]
+    peer_best = [r for r in runs.best_by(cutlass, "cutlass")
+                 if r["m"] == size and r["variant"] == ours.variant]
+    if peer_best:
+        from .cutlass_peer import PeerConfig
+        profiles.append(gemm_profile.measure(PeerConfig(**peer_best[0]["params"]), size))
+    return {"gemm_profile": profiles, "bank_study": bank_study.measure()}
 
 
 def _learner_records(sizes, log=print) -> list[dict]:

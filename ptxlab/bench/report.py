@@ -510,9 +510,30 @@ def _fixed_cost_lines(res: dict) -> list[str]:
 
 
 def markdown(res: dict, plots: list[str]) -> str:
+    """REPORT.md: the run's setting, then GEMM, ceilings, CUTLASS's sweep, profiles, transpose,
+    the bank-conflict study and the notes, each section from its part of ``res``."""
+    lines = _header_lines(res) + _gemm_section(res) + _ceiling_section(res, plots)
+    lines += _learner_lines(res)
+    lines += ["", "## CUTLASS's GEMM, the sweep", ""] + _sweep_lines(res)
+    gp = res.get("gemm_profile")
+    if gp is not None:
+        from .gemm_profile import summary_lines
+        lines += ["", "## What limits the GEMM (Nsight Compute, one launch each)", ""]
+        lines += summary_lines(gp)
+    lines += _fixed_cost_lines(res)
+    lines += _transpose_section(res) + _bank_study_section(res.get("bank_study", {}))
+    notes = res.get("notes")
+    if notes:
+        lines += ["", "## Notes", "", notes]
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(res: dict) -> list[str]:
+    """The title and the run's setting: command, date, device, clocks, configurations and how
+    every figure was timed."""
     d = res["device"]
     rounds = res.get("rounds", 1)
-    lines = [
+    return [
         "# Capstone benchmark report",
         "",
         f"- command: `{res['command']}`",
@@ -539,6 +560,12 @@ def markdown(res: dict, plots: list[str]) -> str:
         f"{res.get('warmup_ms', 50):.0f} ms before its samples; the median round shown; SM "
         "clock and board power read through NVML while each ran. Ceilings and peers measured "
         "in this same run.",
+    ]
+
+
+def _gemm_section(res: dict) -> list[str]:
+    """The GEMM table, the targets and how a miss is told from noise, and the ratio table."""
+    return [
         "",
         "## GEMM",
         "",
@@ -561,7 +588,12 @@ def markdown(res: dict, plots: list[str]) -> str:
         "thermal, clock (held below "
         f"{CLOCK_HELD:.0%} of the highest SM clock for another reason) or none (full clock).",
         "",
-    ] + _ratio_table(res) + [
+    ] + _ratio_table(res)
+
+
+def _ceiling_section(res: dict, plots: list[str]) -> list[str]:
+    """The mma.sync ceilings, the clock and power lines, and the plots."""
+    lines = [
         "",
         "## Ceilings, clock and power",
         "",
@@ -574,42 +606,37 @@ def markdown(res: dict, plots: list[str]) -> str:
     lines += [""] + _clock_lines(res) + [""]
     for p in plots:
         lines.append(f"![{p}]({p})")
-    lines += _learner_lines(res)
-    lines += ["", "## CUTLASS's GEMM, the sweep", ""] + _sweep_lines(res)
-    gp = res.get("gemm_profile")
-    if gp is not None:
-        from .gemm_profile import summary_lines
-        lines += ["", "## What limits the GEMM (Nsight Compute, one launch each)", ""]
-        lines += summary_lines(gp)
-    lines += _fixed_cost_lines(res)
-    lines += ["", "## Transpose", ""] + _transpose_table(res) + [
+    return lines
+
+
+def _transpose_section(res: dict) -> list[str]:
+    """The transpose table and its target."""
+    return ["", "## Transpose", ""] + _transpose_table(res) + [
         "", f"Target: transpose >= {TARGET_VS_COPY:.0%} of the device-to-device copy's bandwidth "
         "(cudaMemcpyAsync, timed the same way) at "
         + ", ".join(f"{s}^2" for s in TRANSPOSE_TARGET_SIZES) + ". Transpose tile per size: "
         "`TRANSPOSE_BY_SIZE` in `ptxlab.bench.kernels`."]
-    lines += ["", "## Bank-conflict study (ptxlab.model.banks prediction vs Nsight Compute)", ""]
-    bs = res.get("bank_study", {})
-    if bs.get("measured"):
-        lines += [f"ncu command: `{bs['command']}`", "",
-                  "| layout | ldmatrix instr. | wavefronts pred. / ncu | conflicts pred. / ncu "
-                  "| fill st.shared.v4 wavefronts pred. / ncu | agree |",
-                  "| --- | ---: | ---: | ---: | ---: | --- |"]
-        for row in bs["rows"]:
-            p, m = row["predicted"], row["measured"]
-            lines.append(
-                f"| {row['layout']} | {p['ldsm_instructions']} / {m.get('ldsm_instructions', '-')}"
-                f" | {p['ld_wavefronts']} / {m.get('ld_wavefronts', '-')}"
-                f" | {p['ld_conflicts']} / {m.get('ld_conflicts', '-')}"
-                f" | {p['st_wavefronts']} / {m.get('st_wavefronts', '-')}"
-                f" | {'yes' if all(row['agree'].values()) else 'NO'} |")
-        lines += ["", f"Every layout agrees exactly: {'yes' if bs['all_agree'] else 'NO'}. "
-                  "Raw counters: `ncu_bank_study.csv`."]
-    else:
-        lines.append(f"Not measured: {bs.get('reason', 'skipped')}")
-    notes = res.get("notes")
-    if notes:
-        lines += ["", "## Notes", "", notes]
-    return "\n".join(lines) + "\n"
+
+
+def _bank_study_section(bs: dict) -> list[str]:
+    """The bank-conflict study: prediction against Nsight Compute, layout by layout."""
+    lines = ["", "## Bank-conflict study (ptxlab.model.banks prediction vs Nsight Compute)", ""]
+    if not bs.get("measured"):
+        return lines + [f"Not measured: {bs.get('reason', 'skipped')}"]
+    lines += [f"ncu command: `{bs['command']}`", "",
+              "| layout | ldmatrix instr. | wavefronts pred. / ncu | conflicts pred. / ncu "
+              "| fill st.shared.v4 wavefronts pred. / ncu | agree |",
+              "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for row in bs["rows"]:
+        p, m = row["predicted"], row["measured"]
+        lines.append(
+            f"| {row['layout']} | {p['ldsm_instructions']} / {m.get('ldsm_instructions', '-')}"
+            f" | {p['ld_wavefronts']} / {m.get('ld_wavefronts', '-')}"
+            f" | {p['ld_conflicts']} / {m.get('ld_conflicts', '-')}"
+            f" | {p['st_wavefronts']} / {m.get('st_wavefronts', '-')}"
+            f" | {'yes' if all(row['agree'].values()) else 'NO'} |")
+    return lines + ["", f"Every layout agrees exactly: {'yes' if bs['all_agree'] else 'NO'}. "
+                    "Raw counters: `ncu_bank_study.csv`."]
 
 
 def write(res: dict, out_dir: Path) -> list[Path]:

@@ -131,7 +131,8 @@ def fastest_transpose_by_size(out: dict) -> dict[int, dict]:
     return best
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m ptxlab.bench.tune``."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
@@ -154,14 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--head", type=Path, default=None,
                    help="another version of gemm.cu (e.g. the last committed one), measured in "
                         "the same rounds with the first candidate's tile")
-    args = p.parse_args(argv)
-    from . import cutlass_peer, gemm_profile, runs
-    from .cases import candidate_configs
-    from .kernels import GEMM_SWEEP, TRANSPOSE_SWEEP, GemmConfig
+    return p
 
-    def ours_at(n: int) -> list:
-        configs = GEMM_SWEEP.get(n, ()) if args.by_size else candidate_configs()
-        return [c for c in configs if not args.only or c.label in args.only]
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep (see the module's docstring), saving ``tune.json`` after every step so
+    that a run cut short keeps what it measured."""
+    args = _parser().parse_args(argv)
+    from . import runs
 
     out: dict = {"command": shlex.join(["python", "-m", "ptxlab.bench.tune",
                                         *(sys.argv[1:] if argv is None else argv)]),
@@ -174,44 +175,102 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         (args.out / "tune.json").write_text(json.dumps(out, indent=1, default=str))
 
-    peer_configs = [c for c in cutlass_peer.PEER_SWEEP
-                    if not args.peer_only or c.label in args.peer_only]
-    # CUTLASS builds on the CPUs while the ceilings run on the GPU.
-    pool = ThreadPoolExecutor(max_workers=1)
-    peer_build = (pool.submit(runs.peer_kernels, peer_configs, lambda s: print(s, flush=True))
-                  if "peer" not in args.skip else None)
+    peer_build = _start_peer_build(args)
     lines = []
     if args.precompile:
-        todo = [(c.source(), c.kernel_name) for n in args.sizes for c in ours_at(n)]
-        if args.by_size:
-            todo += [(t.source(), t.kernel_name) for t in TRANSPOSE_SWEEP]
-        out["precompile_s"] = precompile(todo, args.precompile)
-        print(f"compiled {len(set(todo))} kernels in {out['precompile_s']:.0f} s", flush=True)
+        _precompile_all(args, out)
     if args.by_size and args.transpose_sizes:
-        out["transpose"] = []
-        for n in args.transpose_sizes:
-            recs = [runs.record_of("copy", n, lambda n=n: runs.copy_run(n * n * 2))]
-            recs += [runs.record_of(t.label, n, lambda t=t, n=n: runs.transpose_run(t, n, n))
-                     for t in TRANSPOSE_SWEEP]
-            out["transpose"] += recs
-            lines += _transpose_lines(recs)
-            print("\n".join(_transpose_lines(recs)), flush=True)
+        lines += _transpose_sweep(args, out)
         save()
     if "peak" not in args.skip:
-        out["mma_peak"] = runs.mma_peak_run()
-        out["mma_peak_vary"] = runs.mma_peak_run(chains_options=(8, 12), threads_options=(128,),
-                                                 blocks_per_sm_options=(4, 8), vary=True)
-        lines += [_peak_line("mma.sync ceiling", out["mma_peak"]),
-                  _peak_line("mma.sync ceiling, changing random operands", out["mma_peak_vary"])]
+        lines += _ceilings(out)
         print("\n".join(lines), flush=True)
         save()
+    jobs = _gemm_jobs(args)
+    if peer_build is not None:
+        kernels, out["peer"] = peer_build.result()
+        jobs += _peer_jobs(args, kernels)
+    lines += _measure_rounds(args, jobs, out)
+    save()
+    if "ncu" not in args.skip:
+        lines += _ncu_lines(args, out)
+        save()
+    print("\n".join(["==== summary ===="] + lines))
+    return 0
+
+
+def _ours_at(args: argparse.Namespace, n: int) -> list:
+    """Our configurations to measure at size ``n``: the size's sweep (``--by-size``) or every
+    candidate, narrowed to ``--only``."""
+    from .cases import candidate_configs
+    from .kernels import GEMM_SWEEP
+
+    configs = GEMM_SWEEP.get(n, ()) if args.by_size else candidate_configs()
+    return [c for c in configs if not args.only or c.label in args.only]
+
+
+def _start_peer_build(args: argparse.Namespace):
+    """CUTLASS's kernels, built on the CPUs in the background while the ceilings run on the
+    GPU (a future of ``(kernels, info)``), or None when ``peer`` is skipped."""
+    from . import cutlass_peer, runs
+
+    peer_configs = [c for c in cutlass_peer.PEER_SWEEP
+                    if not args.peer_only or c.label in args.peer_only]
+    pool = ThreadPoolExecutor(max_workers=1)
+    return (pool.submit(runs.peer_kernels, peer_configs, lambda s: print(s, flush=True))
+            if "peer" not in args.skip else None)
+
+
+def _precompile_all(args: argparse.Namespace, out: dict) -> None:
+    """Compile every kernel the sweep will run, in ``--precompile`` processes."""
+    from .kernels import TRANSPOSE_SWEEP
+
+    todo = [(c.source(), c.kernel_name) for n in args.sizes for c in _ours_at(args, n)]
+    if args.by_size:
+        todo += [(t.source(), t.kernel_name) for t in TRANSPOSE_SWEEP]
+    out["precompile_s"] = precompile(todo, args.precompile)
+    print(f"compiled {len(set(todo))} kernels in {out['precompile_s']:.0f} s", flush=True)
+
+
+def _transpose_sweep(args: argparse.Namespace, out: dict) -> list[str]:
+    """The copy and every ``TRANSPOSE_SWEEP`` tile at each ``--transpose-sizes``; their lines."""
+    from . import runs
+    from .kernels import TRANSPOSE_SWEEP
+
+    out["transpose"] = []
+    lines = []
+    for n in args.transpose_sizes:
+        recs = [runs.record_of("copy", n, lambda n=n: runs.copy_run(n * n * 2))]
+        recs += [runs.record_of(t.label, n, lambda t=t, n=n: runs.transpose_run(t, n, n))
+                 for t in TRANSPOSE_SWEEP]
+        out["transpose"] += recs
+        lines += _transpose_lines(recs)
+        print("\n".join(_transpose_lines(recs)), flush=True)
+    return lines
+
+
+def _ceilings(out: dict) -> list[str]:
+    """The two mma.sync ceilings (one operand value per lane, changing operands); their lines."""
+    from . import runs
+
+    out["mma_peak"] = runs.mma_peak_run()
+    out["mma_peak_vary"] = runs.mma_peak_run(chains_options=(8, 12), threads_options=(128,),
+                                             blocks_per_sm_options=(4, 8), vary=True)
+    return [_peak_line("mma.sync ceiling", out["mma_peak"]),
+            _peak_line("mma.sync ceiling, changing random operands", out["mma_peak_vary"])]
+
+
+def _gemm_jobs(args: argparse.Namespace) -> list[tuple]:
+    """``(name, size, job)`` for cuBLAS and ours at every size, then ``--head``'s kernel."""
+    from . import runs
+    from .cases import candidate_configs
 
     jobs, warm = [], args.warmup_ms
     for n in args.sizes:
         if "cublas" not in args.skip:
             jobs.append(("cublas", n, lambda n=n: runs.cublas_run(n, n, n, warmup_ms=warm)))
         if "ours" not in args.skip:
-            for cfg in ours_at(n):
+            for cfg in _ours_at(args, n):
                 jobs.append((cfg.label, n,
                              lambda cfg=cfg, n=n: runs.gemm_run(cfg, n, n, n, warmup_ms=warm)))
     if args.head is not None:
@@ -219,12 +278,26 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.sizes:
             jobs.append((head.label, n,
                          lambda n=n: runs.gemm_run(head, n, n, n, warmup_ms=warm)))
-    if peer_build is not None:
-        kernels, out["peer"] = peer_build.result()
-        for n in args.sizes:
-            for kern in kernels:
-                jobs.append((kern.cfg.label, n,
-                             lambda kern=kern, n=n: runs.peer_run(kern, n, n, n, warmup_ms=warm)))
+    return jobs
+
+
+def _peer_jobs(args: argparse.Namespace, kernels: list) -> list[tuple]:
+    """``(name, size, job)`` for every CUTLASS kernel built, at every size."""
+    from . import runs
+
+    jobs, warm = [], args.warmup_ms
+    for n in args.sizes:
+        for kern in kernels:
+            jobs.append((kern.cfg.label, n,
+                         lambda kern=kern, n=n: runs.peer_run(kern, n, n, n, warmup_ms=warm)))
+    return jobs
+
+
+def _measure_rounds(args: argparse.Namespace, jobs: list[tuple], out: dict) -> list[str]:
+    """Every job in ``--rounds`` interleaved rounds; the records and their medians per kernel
+    go in ``out``, their lines (fastest first per size and kernel, then failures) come back."""
+    from . import runs
+
     records = runs.in_rounds(jobs, args.rounds, log=lambda r: print(_line(r), flush=True),
                              order=args.order)
     out["records"] = records
@@ -232,42 +305,56 @@ def main(argv: list[str] | None = None) -> int:
     out["gemm"] = [r for r in merged if r.get("kernel") == "gemm"]
     out["cublas"] = [r for r in merged if r.get("kernel") == "cublas"]
     out["cutlass"] = [r for r in merged if r.get("kernel") == "cutlass"]
-    lines += [_line(r) for r in sorted(merged, key=lambda r: (r["m"], r.get("kernel", ""),
-                                                               -r["tflops"]))]
-    lines += [_line(r) for r in records if "error" in r]
-    save()
+    lines = [_line(r) for r in sorted(merged, key=lambda r: (r["m"], r.get("kernel", ""),
+                                                              -r["tflops"]))]
+    return lines + [_line(r) for r in records if "error" in r]
 
-    if "ncu" not in args.skip:
-        picks = []
-        best_ours = [r for r in runs.best_by([g for g in out["gemm"]
-                                              if not g["config"].endswith("head")], "gemm")
-                     if r["m"] == args.ncu_size and r["variant"] == "B row-major, f16 out"]
-        if best_ours:
-            picks.append(GemmConfig(**best_ours[0]["params"]))
-        if candidate_configs()[0] not in picks:
-            picks.append(candidate_configs()[0])
-        best_peer = [r for r in runs.best_by(out["cutlass"], "cutlass")
-                     if r["m"] == args.ncu_size and r["variant"] == "B row-major, f16 out"]
-        if best_peer:
-            picks.append(cutlass_peer.PeerConfig(**best_peer[0]["params"]))
-        out["ncu"] = [gemm_profile.measure(cfg, args.ncu_size) for cfg in picks]
-        for prof in out["ncu"]:
-            if prof.get("measured"):
-                c = prof["counters"]
-                lines.append(
-                    f"ncu {prof['kernel']} {prof['config']}: {prof.get('tflops_under_ncu', 0):.0f} "
-                    f"TFLOP/s at {c.get('sm__cycles_elapsed.avg.per_second', 0) / 1e9:.2f} GHz, "
-                    "tensor "
-                    f"{c.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active', 0):.1f}%, "
-                    f"inst/HMMA {prof.get('instructions_per_hmma', 0):.2f}, "
-                    f"ldsm/HMMA {prof.get('ldmatrix_per_hmma', 0):.3f}, "
-                    f"regs {c.get('launch__registers_per_thread', 0):.0f}, stalls "
-                    + ", ".join(f"{k} {v:.1f}" for k, v in list(prof["stalls_pct"].items())[:6]))
-            else:
-                lines.append(f"ncu: not measured: {prof.get('reason', '')[:300]}")
-        save()
-    print("\n".join(["==== summary ===="] + lines))
-    return 0
+
+def _ncu_picks(args: argparse.Namespace, out: dict) -> list:
+    """The configurations to profile: the fastest of ours, the first candidate and the fastest
+    CUTLASS configuration at ``--ncu-size`` (B row-major, f16 out)."""
+    from . import cutlass_peer, runs
+    from .cases import candidate_configs
+    from .kernels import GemmConfig
+
+    picks = []
+    best_ours = [r for r in runs.best_by([g for g in out["gemm"]
+                                          if not g["config"].endswith("head")], "gemm")
+                 if r["m"] == args.ncu_size and r["variant"] == "B row-major, f16 out"]
+    if best_ours:
+        picks.append(GemmConfig(**best_ours[0]["params"]))
+    if candidate_configs()[0] not in picks:
+        picks.append(candidate_configs()[0])
+    best_peer = [r for r in runs.best_by(out["cutlass"], "cutlass")
+                 if r["m"] == args.ncu_size and r["variant"] == "B row-major, f16 out"]
+    if best_peer:
+        picks.append(cutlass_peer.PeerConfig(**best_peer[0]["params"]))
+    return picks
+
+
+def _ncu_lines(args: argparse.Namespace, out: dict) -> list[str]:
+    """Profile the picks with Nsight Compute (into ``out["ncu"]``); a line per profile."""
+    from . import gemm_profile
+
+    out["ncu"] = [gemm_profile.measure(cfg, args.ncu_size) for cfg in _ncu_picks(args, out)]
+    return [_ncu_line(prof) for prof in out["ncu"]]
+
+
+def _ncu_line(prof: dict) -> str:
+    """One profile: rate under ncu, clock, tensor-pipe use, instruction mix, registers and the
+    top stall reasons."""
+    if not prof.get("measured"):
+        return f"ncu: not measured: {prof.get('reason', '')[:300]}"
+    c = prof["counters"]
+    return (
+        f"ncu {prof['kernel']} {prof['config']}: {prof.get('tflops_under_ncu', 0):.0f} "
+        f"TFLOP/s at {c.get('sm__cycles_elapsed.avg.per_second', 0) / 1e9:.2f} GHz, "
+        "tensor "
+        f"{c.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active', 0):.1f}%, "
+        f"inst/HMMA {prof.get('instructions_per_hmma', 0):.2f}, "
+        f"ldsm/HMMA {prof.get('ldmatrix_per_hmma', 0):.3f}, "
+        f"regs {c.get('launch__registers_per_thread', 0):.0f}, stalls "
+        + ", ".join(f"{k} {v:.1f}" for k, v in list(prof["stalls_pct"].items())[:6]))
 
 
 if __name__ == "__main__":

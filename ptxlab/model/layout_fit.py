@@ -216,6 +216,52 @@ class _Attempt:
 _STAGE_REASON = {0: "register", 1: "contiguous", 2: "aligned"}
 
 
+class _Decline(Exception):
+    """A copy no form lowers: ``reason`` (one of the module's reason codes) and ``message``."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class _Forms:
+    """The forms a copy of ``bits``-bit elements may use: the width's own (``native``) and the
+    ``.b16`` forms that move it as 16-bit units of ``ebytes``-byte elements (``units``);
+    ``refusals`` says, per form the target lacks, why."""
+
+    op: str
+    dtype: str
+    bits: int
+    ebytes: int | None
+    native: list[CopyForm]
+    units: list[CopyForm]
+    refusals: dict[CopyForm, str]
+
+
+@dataclass
+class _Composed:
+    """The two layouts composed: per warp, lane and value, the tile coordinates
+    (``coords``, ``(warps, 32, values, rank)``) and the shared offset in elements
+    (``offset``, ``(warps, 32, values)``)."""
+
+    warps: int
+    values: int
+    coords: np.ndarray
+    offset: np.ndarray
+
+
+@dataclass
+class _Attempts:
+    """Every form/num tried: the width's own forms the target has (``native``), those it
+    lacks (``blocked``, to say so when one would fit) and the 16-bit-unit forms (``units``)."""
+
+    native: list[_Attempt]
+    blocked: list[_Attempt]
+    units: list[_Attempt]
+
+
 def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
              direction: str = "load", target: str | None = None) -> Fit:
     """Decide whether the copy between ``reg`` (thread-value layout) and ``smem`` (tile layout,
@@ -228,14 +274,25 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
     if direction not in ("load", "store"):
         raise ValueError(f"direction is 'load' (ldmatrix) or 'store' (stmatrix), got {direction!r}")
     reg_l, smem_l = as_layout(reg), as_layout(smem)
-    op = _opcode(direction)
+    try:
+        forms = _forms_for(_opcode(direction), dtype, target)
+        comp = _compose(reg_l, smem_l, direction)
+        tried = _Attempts(*_native_attempts(forms, comp, smem_l),
+                          _unit_attempts(forms, comp, smem_l))
+        fitted = next((a for a in tried.native + tried.units if a.stage == 3), None)
+        if fitted is not None:
+            return _fit_of(fitted, dtype, direction, comp.warps)
+        raise _Decline(*_why_not(forms, tried, comp.values, target))
+    except _Decline as d:
+        return Fit(False, d.reason, d.message, direction, dtype)
 
-    def decline(reason: str, message: str) -> Fit:
-        return Fit(False, reason, message, direction, dtype)
 
+def _forms_for(op: str, dtype: str, target: str | None) -> _Forms:
+    """The forms that could move ``dtype`` elements with ``op``, and which ``target`` lacks;
+    declines ("dtype", "target") when there are none."""
     bits = DTYPE_BITS.get(dtype)
     if bits is None:
-        return decline("dtype", f"unknown element type {dtype!r}; known: {', '.join(DTYPE_BITS)}")
+        raise _Decline("dtype", f"unknown element type {dtype!r}; known: {', '.join(DTYPE_BITS)}")
     native = [f for f in copy_forms() if f.opcode == op and f.elem_bits == bits]
     ebytes = _unit_bytes(bits)
     # elements of another width, moved as 16-bit units by the .b16 forms without .trans
@@ -243,7 +300,7 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
         if ebytes else []
     if not native and not units:
         widths = sorted({f.elem_bits for f in copy_forms() if f.opcode == op}, reverse=True)
-        return decline("dtype", f"no {op} form moves {bits}-bit elements ({dtype}); the model "
+        raise _Decline("dtype", f"no {op} form moves {bits}-bit elements ({dtype}); the model "
                                 f"has {op} forms for {', '.join(f'{w}-bit' for w in widths)} "
                                 f"elements only, and {_no_units_reason(bits)}")
     refusals: dict[CopyForm, str] = {}
@@ -254,11 +311,17 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
             except matrix_forms.FormError as exc:
                 refusals[f] = str(exc)
         if all(f in refusals for f in native + units):
-            return decline("target", next(iter(refusals.values())))
+            raise _Decline("target", next(iter(refusals.values())))
+    return _Forms(op, dtype, bits, ebytes, native, units, refusals)
 
+
+def _compose(reg_l: Layout, smem_l: Layout, direction: str) -> _Composed:
+    """Compose the register side with the shared side; declines ("register", "overlap") when
+    the register side is not over whole warps, leaves the tile, or a store would write one
+    shared element twice."""
     threads = reg_l.mode(0).size if reg_l.rank == 2 else 0
     if reg_l.rank != 2 or threads % layouts.WARP_SIZE:
-        return decline("register", f"the register side must be a (thread, value) layout over "
+        raise _Decline("register", f"the register side must be a (thread, value) layout over "
                                    f"whole warps ({layouts.WARP_SIZE}, 64, ... threads), got "
                                    f"{reg_l} ({reg_l.rank} mode(s), {reg_l.mode(0).size} "
                                    f"threads)")
@@ -269,68 +332,105 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
     element = np.asarray(reg_l(thread_ix + threads * val_ix), dtype=np.int64)
     if element.min() < 0 or element.max() >= smem_l.size:
         t, val = np.argwhere((element < 0) | (element >= smem_l.size))[0]
-        return decline("register", f"thread {t} value {val} is tile element {element[t, val]}, "
+        raise _Decline("register", f"thread {t} value {val} is tile element {element[t, val]}, "
                                    f"outside the shared tile {smem_l} of {smem_l.size} elements")
     coords = np.stack(np.broadcast_arrays(*smem_l.coords(element)), axis=-1)  # (T, V, rank)
     offset = np.asarray(smem_l(element), dtype=np.int64)
     if direction == "store":
         shared = _shared_store_address(offset, coords, smem_l)
         if shared is not None:
-            return decline("overlap", shared)
-    coords = coords.reshape(warps, layouts.WARP_SIZE, values, -1)
-    offset = offset.reshape(warps, layouts.WARP_SIZE, values)
+            raise _Decline("overlap", shared)
+    return _Composed(warps, values, coords.reshape(warps, layouts.WARP_SIZE, values, -1),
+                     offset.reshape(warps, layouts.WARP_SIZE, values))
 
-    attempts: list[_Attempt] = []     # the element width's own forms the target has
-    blocked: list[_Attempt] = []      # ... and those it lacks (to say so when one would fit)
-    for form in native:
+
+def _native_attempts(forms: _Forms, comp: _Composed,
+                     smem: Layout) -> tuple[list[_Attempt], list[_Attempt]]:
+    """Every ``.num`` of the width's own forms whose registers the lane's values fill:
+    ``(attempts the target has, attempts it lacks)``."""
+    attempts: list[_Attempt] = []
+    blocked: list[_Attempt] = []
+    for form in forms.native:
         per_reg = 4 // form.slot_bytes
         for num in form.nums:
             regs = form.byte_map(num).shape[1]
-            if values % (regs * per_reg):
+            if comp.values % (regs * per_reg):
                 continue
-            a = _try_warps(_try, form, num, per_reg, values, coords, offset, smem_l)
-            (blocked if form in refusals else attempts).append(a)
-    unit_attempts: list[_Attempt] = []
-    for form in units:
-        if form in refusals:
+            a = _try_warps(_try, form, num, per_reg, comp.values, comp.coords, comp.offset,
+                           smem)
+            (blocked if form in forms.refusals else attempts).append(a)
+    return attempts, blocked
+
+
+def _unit_attempts(forms: _Forms, comp: _Composed, smem: Layout) -> list[_Attempt]:
+    """Every ``.num`` of the ``.b16`` forms the target has whose registers the lane's values,
+    as 16-bit units, fill."""
+    out: list[_Attempt] = []
+    for form in forms.units:
+        if form in forms.refusals:
             continue
         for num in form.nums:
-            if values * ebytes % (form.byte_map(num).shape[1] * 4):
+            if comp.values * forms.ebytes % (form.byte_map(num).shape[1] * 4):
                 continue
-            unit_attempts.append(_try_warps(_try_units, form, num, ebytes, values, coords,
-                                            offset, smem_l))
+            out.append(_try_warps(_try_units, form, num, forms.ebytes, comp.values, comp.coords,
+                                  comp.offset, smem))
+    return out
 
-    def fit_of(a: _Attempt) -> Fit:
-        addrs, formula = _addresses(a)
-        note = f", {_units_note(dtype)}" if a.units else ""
-        return Fit(True, None, f"{a.form.instruction(a.num)} fits{note}", direction, dtype,
-                   a.form, a.num, int(a.bases.shape[1]), addrs, formula, warps, a.units)
 
-    for a in attempts + unit_attempts:
+def _fit_of(a: _Attempt, dtype: str, direction: str, warps: int) -> Fit:
+    """The answer for an attempt that fits: the form, its addresses and their formula."""
+    addrs, formula = _addresses(a)
+    note = f", {_units_note(dtype)}" if a.units else ""
+    return Fit(True, None, f"{a.form.instruction(a.num)} fits{note}", direction, dtype,
+               a.form, a.num, int(a.bases.shape[1]), addrs, formula, warps, a.units)
+
+
+def _why_not(forms: _Forms, tried: _Attempts, values: int,
+             target: str | None) -> tuple[str, str]:
+    """``(reason, message)`` for a copy no attempt fits: a form the target lacks would fit,
+    the width cannot be moved, the value count fills no form, or the furthest attempt's
+    reason."""
+    op, bits, refusals = forms.op, forms.bits, forms.refusals
+    as_units = _units_summary(bits, tried.units)
+    for a in tried.blocked:
         if a.stage == 3:
-            return fit_of(a)
-    as_units = _units_summary(bits, unit_attempts)
-    for a in blocked:
-        if a.stage == 3:
-            return decline("target", f"{refusals[a.form]} (the layouts fit "
-                                     f"{a.form.instruction(a.num)}){as_units}")
-    if unit_attempts and ebytes > 4:
-        return decline("dtype", f"no {op} form moves {bits}-bit elements ({dtype}), and "
-                                f"{_no_units_reason(bits)}")
-    if not attempts and not unit_attempts:
-        if blocked or (native and all(f in refusals for f in native) and not units):
-            return decline("target", next(iter(refusals.values())) + as_units)
-        sizes = sorted({f.byte_map(n).shape[1] * (4 // f.slot_bytes)
-                        for f in native if f not in refusals for n in f.nums}
-                       | {f.byte_map(n).shape[1] * 4 // ebytes
-                          for f in units if f not in refusals for n in f.nums
-                          if f.byte_map(n).shape[1] * 4 % ebytes == 0})
-        return decline("values", f"each lane holds {values} value(s); one {op} moves "
-                                 f"{' or '.join(map(str, sizes))} {bits}-bit values per lane, "
-                                 f"so the value count must be a multiple of one of these")
-    best = max(attempts + unit_attempts, key=lambda a: a.stage)  # first of the furthest
+            return "target", (f"{refusals[a.form]} (the layouts fit "
+                              f"{a.form.instruction(a.num)}){as_units}")
+    if tried.units and forms.ebytes > 4:
+        return "dtype", (f"no {op} form moves {bits}-bit elements ({forms.dtype}), and "
+                         f"{_no_units_reason(bits)}")
+    if not tried.native and not tried.units:
+        return _no_attempt(forms, tried, values, as_units)
+    return _furthest(forms, tried, target, as_units)
+
+
+def _no_attempt(forms: _Forms, tried: _Attempts, values: int,
+                as_units: str) -> tuple[str, str]:
+    """Why no form was even tried: the target lacks the forms, or no form's registers hold a
+    whole number of the lane's values."""
+    native, units, refusals = forms.native, forms.units, forms.refusals
+    if tried.blocked or (native and all(f in refusals for f in native) and not units):
+        return "target", next(iter(refusals.values())) + as_units
+    ebytes = forms.ebytes
+    sizes = sorted({f.byte_map(n).shape[1] * (4 // f.slot_bytes)
+                    for f in native if f not in refusals for n in f.nums}
+                   | {f.byte_map(n).shape[1] * 4 // ebytes
+                      for f in units if f not in refusals for n in f.nums
+                      if f.byte_map(n).shape[1] * 4 % ebytes == 0})
+    return "values", (f"each lane holds {values} value(s); one {forms.op} moves "
+                      f"{' or '.join(map(str, sizes))} {forms.bits}-bit values per lane, "
+                      f"so the value count must be a multiple of one of these")
+
+
+def _furthest(forms: _Forms, tried: _Attempts, target: str | None,
+              as_units: str) -> tuple[str, str]:
+    """The reason of the attempt that got furthest (the first of them), leading with the forms
+    today's GPUs have where no target is named, with a word on the other ways out."""
+    op, bits = forms.op, forms.bits
+    everything = tried.native + tried.units
+    best = max(everything, key=lambda a: a.stage)  # first of the furthest
     message = best.message
-    common = [a for a in attempts + unit_attempts if not _newer_than_hopper(a)]
+    common = [a for a in everything if not _newer_than_hopper(a)]
     newer = None
     if target is None and _newer_than_hopper(best) and common:
         # where no target is named, lead with the forms today's GPUs have; the sm_100a-class
@@ -343,11 +443,11 @@ def fit_copy(reg: Layout | str, smem: Layout | str, dtype: str = "f16",
         b8 = [f for f in copy_forms() if f.opcode == op and f.elem_bits == 8]
         names = " / ".join(sorted({f"{op}.{f.shape}.trans.b8" for f in b8}))
         message += (f"; {names} transposes bytes, but "
-                    + ("this target lacks it" if any(f in refusals for f in b8)
+                    + ("this target lacks it" if any(f in forms.refusals for f in b8)
                        else "it does not fit this register side either"))
-    elif not best.units and unit_attempts and bits != 16:
+    elif not best.units and tried.units and bits != 16:
         message += as_units
-    return decline(best.reason or _STAGE_REASON[best.stage], message)
+    return best.reason or _STAGE_REASON[best.stage], message
 
 
 def _newer_than_hopper(a: _Attempt) -> bool:
@@ -497,16 +597,44 @@ def _try_units(form: CopyForm, num: int, ebytes: int, values: int, coords: np.nd
     16-bit units, byte by byte: the instruction puts register byte ``p`` of a lane (``4 * reg +
     byte``, counted on over its instructions) in some row byte; that is byte ``p % ebytes`` of the
     lane's value ``p // ebytes``, which must sit at that row byte in shared memory."""
-    bmap = form.byte_map(num)
+    at = _unit_row_bytes(form.byte_map(num), values, ebytes)
+    lane_v = at[..., 0], at[..., 1]
+    addr = offset[lane_v] * ebytes + at[..., 2]        # the shared byte each row byte must be
+    starts = addr[..., 0]
+    contiguous = np.diff(addr, axis=3) == 1
+    aligned = starts % ROW_BYTES == 0
+    if contiguous.all() and aligned.all():
+        return _Attempt(3, "", form, num, starts, units=True)
+    rows = _UnitRows(form, num, ebytes, at, coords[lane_v])
+    if ebytes <= 4:
+        wrong = rows.register_mismatch()
+        if wrong is not None:
+            return wrong
+    if not contiguous.all():
+        return rows.not_contiguous(_where(~contiguous), offset, smem)
+    g, m, r = _where(~aligned)
+    return _Attempt(2, f"for {rows.what}, {rows.describe(g, m, r)} starts at byte "
+                       f"{starts[g, m, r]}, not a multiple of {ROW_BYTES}: every row address "
+                       f"must be {ROW_BYTES}-byte aligned (a row stride or tile offset of a "
+                       f"multiple of {max(ROW_BYTES // ebytes, 1)} elements)", form, num,
+                    units=True)
+
+
+def _where(mask_bad: np.ndarray) -> tuple[int, ...]:
+    """The index of the first True of ``mask_bad``."""
+    return tuple(int(x) for x in np.argwhere(mask_bad)[0])
+
+
+def _unit_row_bytes(bmap: np.ndarray, values: int, ebytes: int) -> np.ndarray:
+    """``(group, matrix, row, byte) -> (lane, value, byte of the value)``: where a ``.b16``
+    form (byte map ``bmap``) puts each register byte of a lane, over every instruction
+    (group) the lane's values need."""
     regs = bmap.shape[1]
     per_instr = regs * 4                       # register bytes of a lane per instruction
     groups = values * ebytes // per_instr
     matrices = int(bmap[..., 0].max()) + 1
     rows = int(bmap[..., 1].max()) + 1
     cols = int(bmap[..., 2].max()) + 1
-    name = form.instruction(num)
-    bits = 8 * ebytes
-    # (group, matrix, row, byte) -> (lane, value, byte of the value)
     at = np.full((groups, matrices, rows, cols, 3), -1, dtype=np.int64)
     for lane in range(layouts.WARP_SIZE):
         for reg in range(regs):
@@ -515,75 +643,86 @@ def _try_units(form: CopyForm, num: int, ebytes: int, values: int, coords: np.nd
                 for g in range(groups):
                     p = g * per_instr + 4 * reg + byte
                     at[g, m, r, c] = (lane, p // ebytes, p % ebytes)
-    lane_v = at[..., 0], at[..., 1]
-    addr = offset[lane_v] * ebytes + at[..., 2]        # the shared byte each row byte must be
-    starts = addr[..., 0]
-    contiguous = np.diff(addr, axis=3) == 1
-    aligned = starts % ROW_BYTES == 0
-    if contiguous.all() and aligned.all():
-        return _Attempt(3, "", form, num, starts, units=True)
+    return at
 
-    what = f"{name} moving {bits}-bit data as 16-bit units"
-    step_bytes = min(ebytes, 4)                # a row's elements: every ebytes-th byte
-    first = np.arange(0, cols, step_bytes)
-    crd = coords[lane_v][:, :, :, first]      # (g, m, r, elements of the row, rank)
-    ev = at[:, :, :, first]
 
-    def where(mask_bad) -> tuple[int, ...]:
-        return tuple(int(x) for x in np.argwhere(mask_bad)[0])
+class _UnitRows:
+    """The rows a ``.b16`` form moves, seen element by element (every ``ebytes``-th byte), for
+    saying why elements moved as 16-bit units do not fit."""
 
-    def describe(g, m, r) -> str:
+    def __init__(self, form: CopyForm, num: int, ebytes: int, at: np.ndarray,
+                 byte_crd: np.ndarray):
+        self.form, self.num, self.ebytes, self.at = form, num, ebytes, at
+        self.bits = 8 * ebytes
+        self.groups, self.cols = at.shape[0], at.shape[3]
+        self.what = f"{form.instruction(num)} moving {self.bits}-bit data as 16-bit units"
+        self.step_bytes = min(ebytes, 4)       # a row's elements: every ebytes-th byte
+        self.first = np.arange(0, self.cols, self.step_bytes)
+        self.crd = byte_crd[:, :, :, self.first]   # (g, m, r, elements of the row, rank)
+        self.ev = at[:, :, :, self.first]
+        self.step = np.diff(self.crd, axis=3)
+
+    def describe(self, g: int, m: int, r: int) -> str:
+        ev, crd = self.ev, self.crd
         who = ", ".join(f"lane {int(ev[g, m, r, j, 0])} value {int(ev[g, m, r, j, 1])} "
-                        f"= tile {_crd(crd[g, m, r, j])}" for j in range(min(3, len(first))))
-        grp = f" of instruction {g}" if groups > 1 else ""
+                        f"= tile {_crd(crd[g, m, r, j])}" for j in range(min(3, len(self.first))))
+        grp = f" of instruction {g}" if self.groups > 1 else ""
         return f"row {r} of matrix {m}{grp} ({who}, ...)"
 
-    step = np.diff(crd, axis=3)
-    if ebytes <= 4:
-        in_order = (at[..., 2] == np.arange(cols) % ebytes).all(axis=-1)   # (g, m, r)
+    def register_mismatch(self) -> _Attempt | None:
+        """Stage 0 when a row's elements are not neighbours along one axis of the tile, one
+        step apart, in order (elements of at most 4 bytes); else None."""
+        step, crd, ebytes = self.step, self.crd, self.ebytes
+        in_order = (self.at[..., 2] == np.arange(self.cols) % ebytes).all(axis=-1)  # (g, m, r)
         unit = (np.abs(step).sum(axis=-1) == 1) & (step.max(axis=-1) == 1)
         same_axis = np.argmax(step, axis=-1) == np.argmax(step[:, :, :, :1], axis=-1)
         register_ok = unit & same_axis & in_order[..., None]
-        if not register_ok.all():
-            g, m, r, j = where(~register_ok)
-            per_row = cols // ebytes
-            return _Attempt(0, f"the register side is not the {form.shape} fragment pattern of "
-                               f"{what}: {describe(g, m, r)}, {per_row} elements, must be "
-                               f"neighbours along one axis of the tile, one step apart, but "
-                               f"element {j + 1} of that row is tile {_crd(crd[g, m, r, j + 1])} "
-                               f"after {_crd(crd[g, m, r, j])}", form, num, units=True)
-    if not contiguous.all():
-        g, m, r, c = where(~contiguous)
-        j = c // step_bytes
+        if register_ok.all():
+            return None
+        g, m, r, j = _where(~register_ok)
+        per_row = self.cols // ebytes
+        return _Attempt(0, f"the register side is not the {self.form.shape} fragment pattern of "
+                           f"{self.what}: {self.describe(g, m, r)}, {per_row} elements, must be "
+                           f"neighbours along one axis of the tile, one step apart, but "
+                           f"element {j + 1} of that row is tile {_crd(crd[g, m, r, j + 1])} "
+                           f"after {_crd(crd[g, m, r, j])}", self.form, self.num, units=True)
+
+    def not_contiguous(self, bad: tuple[int, ...], offset: np.ndarray,
+                       smem: Layout) -> _Attempt:
+        """Stage 1: the row at ``bad`` (g, m, r, byte) is not 16 contiguous bytes in shared
+        memory; ``transposed`` when the tile runs along another mode there."""
+        g, m, r, c = bad
+        at, crd, first, ebytes = self.at, self.crd, self.first, self.ebytes
+        j = c // self.step_bytes
         here, there = (int(offset[tuple(at[g, m, r, k, :2])] * ebytes) for k in (c, c + 1))
-        msg = (f"for {what}, {describe(g, m, r)} must be {ROW_BYTES} contiguous bytes in shared "
-               f"memory, but tile {_crd(crd[g, m, r, j])} is at byte {here} and the next element "
-               f"of the row, tile {_crd(crd[g, m, r, min(j + 1, len(first) - 1)])}, at byte "
-               f"{there}")
+        msg = (f"for {self.what}, {self.describe(g, m, r)} must be {ROW_BYTES} contiguous bytes "
+               f"in shared memory, but tile {_crd(crd[g, m, r, j])} is at byte {here} and the "
+               f"next element of the row, tile {_crd(crd[g, m, r, min(j + 1, len(first) - 1)])}, "
+               f"at byte {there}")
         transposed = False
         if ebytes <= 4 and len(first) > 1:
-            axis = int(np.argmax(step[g, m, r, 0]))
+            axis = int(np.argmax(self.step[g, m, r, 0]))
             other = _contiguous_axis(smem, crd[g, m, r, 0], axis)
             if other is not None:
                 transposed = True
-                msg += (f": the shared tile is contiguous along mode {other}, not along the row "
-                        f"(mode {axis}), so the copy would need a transpose, and .trans does not "
-                        f"apply to {bits}-bit data moved as 16-bit units: "
-                        + ("it moves whole 16-bit units, two bytes that neighbour each other along "
-                           "the stored row, so each register would get a 2x2 block of bytes, not "
-                           f"4 neighbours along mode {axis}" if ebytes == 1 else
-                           "it hands the 16-bit units of one shared row to different lanes, so "
-                           f"the two halves of each {bits}-bit element would land in two lanes"))
+                msg += self._transpose_note(other, axis)
             else:
                 msg += f": mode {axis} of the shared layout {smem} must have stride 1 along the row"
-        a = _Attempt(1, msg, form, num, units=True)
+        a = _Attempt(1, msg, self.form, self.num, units=True)
         a.transposed = transposed
         return a
-    g, m, r = where(~aligned)
-    return _Attempt(2, f"for {what}, {describe(g, m, r)} starts at byte {starts[g, m, r]}, not "
-                       f"a multiple of {ROW_BYTES}: every row address must be {ROW_BYTES}-byte "
-                       f"aligned (a row stride or tile offset of a multiple of "
-                       f"{max(ROW_BYTES // ebytes, 1)} elements)", form, num, units=True)
+
+    def _transpose_note(self, other: int, axis: int) -> str:
+        """Why the copy would need a transpose that ``.trans`` cannot give 16-bit units."""
+        bits = self.bits
+        return (f": the shared tile is contiguous along mode {other}, not along the row "
+                f"(mode {axis}), so the copy would need a transpose, and .trans does not "
+                f"apply to {bits}-bit data moved as 16-bit units: "
+                + ("it moves whole 16-bit units, two bytes that neighbour each other along "
+                   "the stored row, so each register would get a 2x2 block of bytes, not "
+                   f"4 neighbours along mode {axis}" if self.ebytes == 1 else
+                   "it hands the 16-bit units of one shared row to different lanes, so "
+                   f"the two halves of each {bits}-bit element would land in two lanes"))
 
 
 def _contiguous_axis(smem: Layout, crd: np.ndarray, axis: int) -> int | None:

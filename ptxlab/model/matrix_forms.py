@@ -214,6 +214,8 @@ def _check_counts(opcode: str, op: str, mods: list[str]) -> None:
 
 
 def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
+    """The form ``opcode`` (``op`` and its modifiers ``mods``) names, or the FormError ptxas's
+    refusal would deserve, worded with the fix."""
     _check_counts(opcode, op, mods)
     space = next((m for m in mods if _KINDS[m] == "space"), "generic")
     missing = [q for q in ("sync", "aligned") if q not in mods]
@@ -226,69 +228,65 @@ def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
                         f".m8n8, .m16n8 for stmatrix)")
     shape = shapes[0]
     if op == "movmatrix":
-        if shape != "m8n8" or not trans or mods.count("b16") != 1 or len(
-                [x for x in mods if x in ("b8", "b8x16", *PACKED_FORMATS)]):
-            raise FormError(f"{opcode}: the only form is movmatrix.sync.aligned.m8n8.trans.b16")
-        if space != "generic" or any(x in mods for x in ("x1", "x2", "x4")):
-            raise FormError(f"{opcode}: movmatrix takes no .num or state space; "
-                            "write movmatrix.sync.aligned.m8n8.trans.b16")
-        return MatrixForm("movmatrix", "m8n8", 1, True, "b16", "generic")
+        return _movmatrix_form(opcode, mods, shape, trans, space)
     nums = [int(x[1]) for x in mods if x in ("x1", "x2", "x4")]
     if len(nums) != 1:
         raise FormError(f"{opcode}: {op} needs one of .x1, .x2, .x4")
-    num = nums[0]
     types = [x for x in mods if _KINDS[x] == "type"]
-    with_trans = _insert_after_num(opcode, "trans")
     if op == "stmatrix":
-        if shape not in ("m8n8", "m16n8"):
-            raise FormError(f"{opcode}: stmatrix has no .{shape} shape: use .m8n8 with .b16 or "
-                            f".m16n8.trans with .b8 (stmatrix.sync.aligned.m16n8.x{num}.trans."
-                            f"shared.b8)")
-        if shape == "m8n8":
-            if types != ["b16"]:
-                raise FormError(f"{opcode}: stmatrix.m8n8 stores .b16 elements; for 8-bit "
-                                f"elements use stmatrix.sync.aligned.m16n8.x{num}.trans.shared.b8")
-            return MatrixForm(op, shape, num, trans, "b16", space)
-        if types != ["b8"]:
-            raise FormError(f"{opcode}: stmatrix.m16n8 stores .b8 elements: write "
-                            f"stmatrix.sync.aligned.m16n8.x{num}.trans.shared.b8 (16-bit "
-                            f"elements use .m8n8.b16)")
-        if not trans:
-            raise FormError(f"{opcode}: stmatrix with shape .m16n8 requires .trans: write "
-                            f"{with_trans}")
-        return MatrixForm(op, shape, num, True, "b8", space)
-    # ldmatrix
+        return _stmatrix_form(opcode, shape, nums[0], trans, types, space)
+    return _ldmatrix_form(opcode, shape, nums[0], trans, types, space)
+
+
+def _movmatrix_form(opcode: str, mods: list[str], shape: str, trans: bool,
+                    space: str) -> MatrixForm:
+    """movmatrix has one form: m8n8.trans.b16, with no .num or state space."""
+    if shape != "m8n8" or not trans or mods.count("b16") != 1 or len(
+            [x for x in mods if x in ("b8", "b8x16", *PACKED_FORMATS)]):
+        raise FormError(f"{opcode}: the only form is movmatrix.sync.aligned.m8n8.trans.b16")
+    if space != "generic" or any(x in mods for x in ("x1", "x2", "x4")):
+        raise FormError(f"{opcode}: movmatrix takes no .num or state space; "
+                        "write movmatrix.sync.aligned.m8n8.trans.b16")
+    return MatrixForm("movmatrix", "m8n8", 1, True, "b16", "generic")
+
+
+def _stmatrix_form(opcode: str, shape: str, num: int, trans: bool, types: list[str],
+                   space: str) -> MatrixForm:
+    """stmatrix: .m8n8 with .b16 (either .trans), or .m16n8.trans with .b8."""
+    op = "stmatrix"
+    if shape not in ("m8n8", "m16n8"):
+        raise FormError(f"{opcode}: stmatrix has no .{shape} shape: use .m8n8 with .b16 or "
+                        f".m16n8.trans with .b8 (stmatrix.sync.aligned.m16n8.x{num}.trans."
+                        f"shared.b8)")
+    if shape == "m8n8":
+        if types != ["b16"]:
+            raise FormError(f"{opcode}: stmatrix.m8n8 stores .b16 elements; for 8-bit "
+                            f"elements use stmatrix.sync.aligned.m16n8.x{num}.trans.shared.b8")
+        return MatrixForm(op, shape, num, trans, "b16", space)
+    if types != ["b8"]:
+        raise FormError(f"{opcode}: stmatrix.m16n8 stores .b8 elements: write "
+                        f"stmatrix.sync.aligned.m16n8.x{num}.trans.shared.b8 (16-bit "
+                        f"elements use .m8n8.b16)")
+    if not trans:
+        raise FormError(f"{opcode}: stmatrix with shape .m16n8 requires .trans: write "
+                        f"{_insert_after_num(opcode, 'trans')}")
+    return MatrixForm(op, shape, num, True, "b8", space)
+
+
+def _ldmatrix_form(opcode: str, shape: str, num: int, trans: bool, types: list[str],
+                   space: str) -> MatrixForm:
+    """ldmatrix: .m8n8 with .b16, .m16n16.trans with .b8 or a packed source (.x1/.x2), or
+    .m8n16 with a packed source."""
     if shape == "m16n8":
         raise FormError(f"{opcode}: .m16n8 is a stmatrix shape; for ldmatrix use .m8n8 (.b16), "
                         ".m16n16 (.b8 or packed, with .trans) or .m8n16 (packed)")
-    packed = [x for x in types if x in PACKED_FORMATS]
-    if packed:
-        if types != ["b8x16", packed[0]]:
-            raise FormError(f"{opcode}: a packed source is written .b8x16.{packed[0]} "
-                            "(destination format, then source format) and no other type")
-        dtype = packed[0]
-    elif types == ["b8x16"]:
-        raise FormError(f"{opcode}: .b8x16 needs a source format after it: "
-                        ".b8x16.b6x16_p32 or .b8x16.b4x16_p64")
-    elif len(types) != 1:
-        raise FormError(f"{opcode}: give one element type (.b16 for .m8n8, .b8 for .m16n16, "
-                        ".b8x16.b6x16_p32 or .b8x16.b4x16_p64 for .m8n16/.m16n16)")
-    else:
-        dtype = types[0]
+    dtype, packed = _ldmatrix_type(opcode, types)
     if shape == "m8n8":
         if dtype != "b16":
             raise FormError(f"{opcode}: ldmatrix.m8n8 loads .b16 elements; 8-bit and packed "
                             f"elements use .m16n16 (with .trans) or .m8n16")
     elif shape == "m16n16":
-        if dtype == "b16":
-            raise FormError(f"{opcode}: ldmatrix.m16n16 loads .b8 or packed elements "
-                            f"(.b8x16.b6x16_p32, .b8x16.b4x16_p64); 16-bit elements use .m8n8")
-        if num == 4:
-            raise FormError(f"{opcode}: ldmatrix.m16n16 exists only as .x1 and .x2 "
-                            f"(four registers already hold two 16x16 matrices)")
-        if not trans:
-            raise FormError(f"{opcode}: ldmatrix with shape .m16n16 requires .trans: write "
-                            f"{with_trans}")
+        _check_ldmatrix_m16n16(opcode, num, trans, dtype)
     else:  # m8n16
         if not packed:
             raise FormError(f"{opcode}: ldmatrix.m8n16 loads packed elements only: "
@@ -298,7 +296,38 @@ def _form_from_mods(opcode: str, op: str, mods: list[str]) -> MatrixForm:
             raise FormError(f"{opcode}: .trans is not allowed with shape .m8n16; remove it: write "
                             f"{opcode.replace('.trans', '')} (a transposed packed load is "
                             f".m16n16.x1/.x2.trans)")
-    return MatrixForm(op, shape, num, trans, dtype, space)
+    return MatrixForm("ldmatrix", shape, num, trans, dtype, space)
+
+
+def _ldmatrix_type(opcode: str, types: list[str]) -> tuple[str, list[str]]:
+    """The element type ldmatrix's type modifiers name, and the packed source formats among
+    them: one type, or ``.b8x16`` followed by one source format."""
+    packed = [x for x in types if x in PACKED_FORMATS]
+    if packed:
+        if types != ["b8x16", packed[0]]:
+            raise FormError(f"{opcode}: a packed source is written .b8x16.{packed[0]} "
+                            "(destination format, then source format) and no other type")
+        return packed[0], packed
+    if types == ["b8x16"]:
+        raise FormError(f"{opcode}: .b8x16 needs a source format after it: "
+                        ".b8x16.b6x16_p32 or .b8x16.b4x16_p64")
+    if len(types) != 1:
+        raise FormError(f"{opcode}: give one element type (.b16 for .m8n8, .b8 for .m16n16, "
+                        ".b8x16.b6x16_p32 or .b8x16.b4x16_p64 for .m8n16/.m16n16)")
+    return types[0], packed
+
+
+def _check_ldmatrix_m16n16(opcode: str, num: int, trans: bool, dtype: str) -> None:
+    """ldmatrix.m16n16 loads 8-bit or packed elements, as .x1 or .x2, with .trans."""
+    if dtype == "b16":
+        raise FormError(f"{opcode}: ldmatrix.m16n16 loads .b8 or packed elements "
+                        f"(.b8x16.b6x16_p32, .b8x16.b4x16_p64); 16-bit elements use .m8n8")
+    if num == 4:
+        raise FormError(f"{opcode}: ldmatrix.m16n16 exists only as .x1 and .x2 "
+                        f"(four registers already hold two 16x16 matrices)")
+    if not trans:
+        raise FormError(f"{opcode}: ldmatrix with shape .m16n16 requires .trans: write "
+                        f"{_insert_after_num(opcode, 'trans')}")
 
 
 def _insert_after_num(opcode: str, qualifier: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -539,14 +540,63 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
     wrong = set(int(x) for x in wrong_lanes)
     if row is not None and not 0 <= int(row) < 8 * num:
         raise ValueError(f"row must be 0..{8 * num - 1} for .x{num}, got {row}")
-    # the lanes outlined: the picked lane on both sides, or the lane giving the picked row
-    # (left) and the lanes receiving it (right)
+    outlined_give, outlined_take = _row_flow_outlined(frag, lane, row)
+    geo = _row_flow_geometry(num, frag, trans, addresses, lane, row, instruction)
+    out = _row_flow_head(geo)
+    body, strong = _row_flow_rows(frag, geo, lane, row)
+    out += body + strong                          # strong arrows drawn last, over the faded
+    out += _row_flow_wrong_arrows(geo, num, wrong_targets or {})
+    out += _row_flow_lanes(geo, wrong, outlined_give, outlined_take)
+    for k, line in enumerate(geo.note_lines):
+        out.append(_svg_text(geo.x_give, geo.top + 32 * geo.pitch + 20 + 16 * k, line,
+                             font_weight="600"))
+    out.append("</svg>")
+    return Html("".join(out))
+
+
+def _row_flow_outlined(frag: layouts.FragmentLayout, lane: int | None,
+                       row: int | None) -> tuple[set[int], set[int]]:
+    """The lanes outlined (giving side, receiving side): the picked lane on both sides, or the
+    lane giving the picked row (left) and the lanes receiving it (right)."""
     outlined_give = {lane} if lane is not None else set()
     outlined_take = set(outlined_give)
     if row is not None:
         outlined_give = {int(row)}
         outlined_take = set(frag.lanes_holding_row(int(row) // 8, int(row) % 8))
-    pitch, box, top = 15, 12, 34
+    return outlined_give, outlined_take
+
+
+@dataclass(frozen=True)
+class _RowFlowGeometry:
+    """Where :func:`row_flow_svg` puts things: the three columns, the row boxes, the note."""
+
+    n_rows: int
+    labels: list[str]
+    heads: tuple[str, str, str, str]       # giving lanes, rows, receiving lanes, registers
+    row_w: float
+    x_give: int
+    x_row: float
+    x_recv: float
+    width: int
+    height: int
+    row_pitch: float
+    note_lines: list[str]
+    pitch: int = 15
+    box: int = 12
+    top: int = 34
+
+    def lane_y(self, t: int) -> float:
+        return self.top + t * self.pitch + self.box / 2
+
+    def row_y(self, i: int) -> float:
+        return self.top + i * self.row_pitch + self.row_pitch / 2
+
+
+def _row_flow_geometry(num: int, frag: layouts.FragmentLayout, trans: bool,
+                       addresses: Sequence[int] | None, lane: int | None, row: int | None,
+                       instruction: str) -> _RowFlowGeometry:
+    """Every box and column as wide as its longest label, so no text is cut off."""
+    pitch, top = 15, 34
     n_rows = 8 * num
     labels = [f"matrix {i // 8} row {i % 8}" + (f" @ {int(addresses[i])}" if addresses is not None
                                                 else "") for i in range(n_rows)]
@@ -554,37 +604,45 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
     head_give, head_row = "lane gives a row address", "shared-memory row (16 B)"
     head_recv = "lanes receive it" if loads else "lanes it comes from"
     head_regs = f"(register = matrix{', one column each' if trans else ''})"
-    # Every box and column as wide as its longest label, so no text is cut off.
     row_w = max(130, max(text_px(t) for t in labels) + 10)
     x_give = 10
     x_row = max(250, x_give + text_px(head_give, bold=True) + 20)
     x_recv = x_row + row_w + 140
     width = int(max(x_recv + 60, x_row - 20 + text_px(head_row, bold=True),
                     x_recv - 40 + max(text_px(head_recv, bold=True), text_px(head_regs)))) + 10
-    row_pitch = (32 * pitch) / n_rows
     note = _row_flow_note(frag, lane, row, instruction)
     note_lines = wrap_px(note, width - x_give - 10, bold=True) if note else []
     height = top + 32 * pitch + 10 + 16 * len(note_lines) + (4 if note_lines else 0)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-           '<defs><pattern id="wrong" width="6" height="6" patternUnits="userSpaceOnUse" '
-           'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
-           '<rect width="3" height="6" fill="#ff9c9c"/></pattern></defs>']
-    out.append(f'<text x="{x_give}" y="12" font-weight="600">{head_give}</text>')
-    out.append(f'<text x="{x_row - 20}" y="12" font-weight="600">{head_row}</text>')
-    out.append(f'<text x="{x_recv - 40}" y="12" font-weight="600">{head_recv}</text>')
-    out.append(f'<text x="{x_recv - 40}" y="25" fill="#555">{escape(head_regs)}</text>')
+    return _RowFlowGeometry(n_rows, labels, (head_give, head_row, head_recv, head_regs), row_w,
+                            x_give, x_row, x_recv, width, height, (32 * pitch) / n_rows,
+                            note_lines, pitch=pitch, top=top)
 
-    def lane_y(t: int) -> float:
-        return top + t * pitch + box / 2
 
-    def row_y(i: int) -> float:
-        return top + i * row_pitch + row_pitch / 2
+def _row_flow_head(geo: _RowFlowGeometry) -> list[str]:
+    """The ``<svg>`` element, the striped pattern of wrong lanes and the column headings."""
+    head_give, head_row, head_recv, head_regs = geo.heads
+    width, height = geo.width, geo.height
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+            '<defs><pattern id="wrong" width="6" height="6" patternUnits="userSpaceOnUse" '
+            'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
+            '<rect width="3" height="6" fill="#ff9c9c"/></pattern></defs>',
+            f'<text x="{geo.x_give}" y="12" font-weight="600">{head_give}</text>',
+            f'<text x="{geo.x_row - 20}" y="12" font-weight="600">{head_row}</text>',
+            f'<text x="{geo.x_recv - 40}" y="12" font-weight="600">{head_recv}</text>',
+            f'<text x="{geo.x_recv - 40}" y="25" fill="#555">{escape(head_regs)}</text>']
 
+
+def _row_flow_rows(frag: layouts.FragmentLayout, geo: _RowFlowGeometry, lane: int | None,
+                   row: int | None) -> tuple[list[str], list[str]]:
+    """Each row's box and its arrows: ``(body, strong)``, the arrows of the picked lane or row
+    in ``strong`` so that they can be drawn over the faded ones."""
     faded = "#e2e2e2"
     picked = lane is not None or row is not None
-    strong: list[str] = []                        # drawn last, over the faded arrows
-    for i in range(n_rows):
+    out: list[str] = []
+    strong: list[str] = []
+    x_give, x_row, x_recv, row_w = geo.x_give, geo.x_row, geo.x_recv, geo.row_w
+    for i in range(geo.n_rows):
         m, r = divmod(i, 8)
         giver = i                                     # lane 8m + r gives row r of matrix m
         if row is not None:
@@ -594,27 +652,42 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
         # one row picked out: its arrows dark, so that a pale lane colour still shows
         colour = ("#333" if picked else lane_color(giver)) if related else faded
         width = 2 if related else 1
-        lines = [f'<line x1="{x_give + 48}" y1="{lane_y(giver)}" x2="{x_row}" '
-                 f'y2="{row_y(i)}" stroke="{colour}" stroke-width="{width}"/>']
+        lines = [f'<line x1="{x_give + 48}" y1="{geo.lane_y(giver)}" x2="{x_row}" '
+                 f'y2="{geo.row_y(i)}" stroke="{colour}" stroke-width="{width}"/>']
         for t in frag.lanes_holding_row(m, r):
-            lines.append(f'<line x1="{x_row + row_w}" y1="{row_y(i)}" x2="{x_recv}" '
-                         f'y2="{lane_y(t)}" stroke="{colour}" stroke-width="{width}" '
+            lines.append(f'<line x1="{x_row + row_w}" y1="{geo.row_y(i)}" x2="{x_recv}" '
+                         f'y2="{geo.lane_y(t)}" stroke="{colour}" stroke-width="{width}" '
                          'stroke-opacity="0.8"/>')
         (strong if related and picked else out).extend(lines)
-        label = labels[i]
-        out.append(f'<rect x="{x_row}" y="{row_y(i) - row_pitch / 2 + 1}" width="{row_w}" '
-                   f'height="{row_pitch - 2}" rx="2" fill="{lane_color(giver) if related else "#f4f4f4"}" '
+        label = geo.labels[i]
+        out.append(f'<rect x="{x_row}" y="{geo.row_y(i) - geo.row_pitch / 2 + 1}" '
+                   f'width="{row_w}" height="{geo.row_pitch - 2}" rx="2" '
+                   f'fill="{lane_color(giver) if related else "#f4f4f4"}" '
                    f'stroke="#999"><title>{escape(label)}, address from lane {giver}</title></rect>')
-        out.append(f'<text x="{x_row + 4}" y="{row_y(i) + 4}">{escape(label)}</text>')
-    out.extend(strong)
-    for t, (m, r) in (wrong_targets or {}).items():
+        out.append(f'<text x="{x_row + 4}" y="{geo.row_y(i) + 4}">{escape(label)}</text>')
+    return out, strong
+
+
+def _row_flow_wrong_arrows(geo: _RowFlowGeometry, num: int,
+                           wrong_targets: dict[int, tuple[int, int]]) -> list[str]:
+    """A dashed red arrow from each wrong lane to the row its address points at instead."""
+    out = []
+    for t, (m, r) in wrong_targets.items():
         if 0 <= m < num and 0 <= r < 8:
-            out.append(f'<line x1="{x_give + 48}" y1="{lane_y(t)}" x2="{x_row}" '
-                       f'y2="{row_y(8 * m + r)}" stroke="#b00000" stroke-width="2" '
+            out.append(f'<line x1="{geo.x_give + 48}" y1="{geo.lane_y(t)}" x2="{geo.x_row}" '
+                       f'y2="{geo.row_y(8 * m + r)}" stroke="#b00000" stroke-width="2" '
                        f'stroke-dasharray="5,3"><title>lane {t}: your address points at matrix '
                        f'{m} row {r}</title></line>')
+    return out
+
+
+def _row_flow_lanes(geo: _RowFlowGeometry, wrong: set[int], outlined_give: set[int],
+                    outlined_take: set[int]) -> list[str]:
+    """The 32 lane boxes on both sides: giving lanes (left), receiving lanes (right)."""
+    out = []
+    x_give, x_recv, top, pitch, box = geo.x_give, geo.x_recv, geo.top, geo.pitch, geo.box
     for t in range(32):
-        gives = t < n_rows
+        gives = t < geo.n_rows
         fill = ("url(#wrong)" if t in wrong else lane_color(t)) if gives else "#f4f4f4"
         stroke = "#b00000" if t in wrong else ("#000" if t in outlined_give else "#999")
         out.append(f'<rect x="{x_give}" y="{top + t * pitch}" width="48" height="{box}" rx="2" '
@@ -626,10 +699,7 @@ def row_flow_svg(num: int, trans: bool = False, *, addresses: Sequence[int] | No
         out.append(f'<rect x="{x_recv}" y="{top + t * pitch}" width="48" height="{box}" rx="2" '
                    f'fill="{lane_color(t)}" stroke="{"#000" if t in outlined_take else "#999"}"/>')
         out.append(f'<text x="{x_recv + 4}" y="{top + t * pitch + 10}">lane {t}</text>')
-    for k, line in enumerate(note_lines):
-        out.append(_svg_text(x_give, top + 32 * pitch + 20 + 16 * k, line, font_weight="600"))
-    out.append("</svg>")
-    return Html("".join(out))
+    return out
 
 
 def text_px(text: str, size: float = 11, *, bold: bool = False) -> float:
@@ -692,6 +762,15 @@ def _svg_text(x: float, y: float, text: str, **attrs) -> str:
     return f'<text x="{x:g}" y="{y:g}"{extra}>{escape(text)}</text>'
 
 
+#: movmatrix_svg's grid: cell width and height, row-heading width, top of the cells, gap
+#: between the two grids.
+_MV_CW, _MV_CH, _MV_HEAD_W, _MV_TOP, _MV_GAP = 37, 30, 62, 52, 110
+#: element of A held at fragment place (r, c): A[r][c] before, A[c][r] after the move
+_MV_HELD = {"before": lambda r, c: (r, c), "after": lambda r, c: (c, r)}
+_MV_TITLES = {"before": "before: register a (lane t holds row t // 4 of A)",
+              "after": "after movmatrix: register d (lane t holds column t // 4 of A)"}
+
+
 def movmatrix_svg(lane: int | None = None, *,
                   values: tuple[np.ndarray, np.ndarray] | None = None) -> Html:
     """``movmatrix.sync.aligned.m8n8.trans.b16 d, a`` as two grids of the same fragment: the
@@ -706,103 +785,137 @@ def movmatrix_svg(lane: int | None = None, *,
     frag = layouts.movmatrix_fragment()
     if lane is not None and not 0 <= int(lane) < layouts.WARP_SIZE:
         raise ValueError(f"lane must be 0..31, got {lane}")
-    cw, ch, head_w, top = 37, 30, 62, 52
-    grid_w = head_w + 8 * cw
-    gap = 110
-    x0 = (5, 5 + grid_w + gap)                       # left edge of the before / after grids
+    grid_w = _MV_HEAD_W + 8 * _MV_CW
+    x0 = (5, 5 + grid_w + _MV_GAP)                   # left edge of the before / after grids
     lines_below = 3 if lane is not None else 1
-    height = top + 8 * ch + 14 + 16 * lines_below
-    width = 2 * grid_w + gap + 10
-    # element of A held at fragment place (r, c): A[r][c] before, A[c][r] after the move
-    held = {"before": lambda r, c: (r, c), "after": lambda r, c: (c, r)}
+    height = _MV_TOP + 8 * _MV_CH + 14 + 16 * lines_below
+    width = 2 * grid_w + _MV_GAP + 10
     regs = None if values is None else [np.asarray(v, dtype=np.uint32).reshape(-1)
                                         for v in values]
+    out = [_SVG_HEAD.format(w=width, h=height),
+           "<defs>" + _ARROW.format(id="mv-give", colour="#000") +
+           _ARROW.format(id="mv-take", colour="#555") + "</defs>"]
+    moved = _movmatrix_moved(frag, lane)
+    for i, grid in enumerate(("before", "after")):
+        out += _movmatrix_grid(frag, grid, i, x0[i], lane, regs, moved)
+    notes = ["the colour of an element is the lane that held it before: rows of colour "
+             "become columns"]
+    if lane is not None:
+        out += _movmatrix_arrows(frag, int(lane), x0)
+        notes = _movmatrix_lane_notes(frag, int(lane)) + notes
+    for k, note in enumerate(notes):
+        out.append(_svg_text(5, _MV_TOP + 8 * _MV_CH + 16 + 16 * k, note, font_size="11"))
+    out.append("</svg>")
+    return Html("".join(out))
 
-    def centre(grid: str, r: int, c: int) -> tuple[float, float]:
-        i = 0 if grid == "before" else 1
-        return x0[i] + head_w + c * cw + cw / 2, top + r * ch + ch / 2
 
-    gives: set[tuple[int, int]] = set()        # places in "before" of the elements lane gives
-    takes: set[tuple[int, int]] = set()        # places in "before" of the elements lane receives
+def _movmatrix_moved(frag: layouts.FragmentLayout,
+                     lane: int | None) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """``(gives, takes)``: the places in "before" of the elements ``lane`` gives and of those it
+    receives (both empty when no lane is picked)."""
+    gives: set[tuple[int, int]] = set()
+    takes: set[tuple[int, int]] = set()
     if lane is not None:
         for h in range(2):
             _, r, c = frag.element(int(lane), 0, h)
             gives.add((r, c))
             takes.add((c, r))
-    out = [_SVG_HEAD.format(w=width, h=height),
-           "<defs>" + _ARROW.format(id="mv-give", colour="#000") +
-           _ARROW.format(id="mv-take", colour="#555") + "</defs>"]
-    titles = {"before": "before: register a (lane t holds row t // 4 of A)",
-              "after": "after movmatrix: register d (lane t holds column t // 4 of A)"}
-    for i, grid in enumerate(("before", "after")):
-        gx = x0[i]
-        out.append(_svg_text(gx, 14, titles[grid], font_weight="600"))
-        out.append(_svg_text(gx, 30, "cells: the element of A (row,col) each half holds" if
-                             regs is None else "cells: the 16-bit value each half holds",
-                             fill="#555", font_size="10"))
-        for t in range(4):
-            out.append(_svg_text(gx + head_w + (2 * t + 1) * cw, top - 6, f"t = {t}: lo | hi",
-                                 text_anchor="middle", font_size="10", fill="#555"))
-        for r in range(8):
-            out.append(_svg_text(gx + 2, top + r * ch + ch / 2 + 4, f"lanes {4 * r}-{4 * r + 3}",
-                                 font_size="10", fill="#555"))
-            for c in range(8):
-                owner, _, half = frag.owner(0, r, c)
-                er, ec = held[grid](r, c)
-                giver = frag.owner(0, er, ec)[0]          # the lane that held A[er][ec] before
-                # before: what the lane gives and what it will receive; after: what it
-                # received and where what it gave landed
-                picked = lane is None or (
-                    (grid == "before" and (r, c) in gives | takes) or
-                    (grid == "after" and (owner == int(lane) or (c, r) in gives)))
-                label = (f"{er},{ec}" if regs is None else
-                         str(int(regs[i][owner]) >> (16 * half) & 0xFFFF))
-                x, y = gx + head_w + c * cw, top + r * ch
-                stroke = "#000" if lane is not None and picked else "#999"
-                tip = (f"lane {owner}, {'high' if half else 'low'} half of "
-                       f"{'a' if grid == 'before' else 'd'}: A[{er}][{ec}]"
-                       + (f" (held by lane {giver} before)" if grid == "after" else ""))
-                out.append(
-                    f'<g data-grid="{grid}" data-lane="{owner}" data-half="{half}" '
-                    f'data-row="{r}" data-col="{c}" data-elem="{er},{ec}" '
-                    f'opacity="{1 if picked else _FADED}">'
-                    f'<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="{lane_color(giver)}" '
-                    f'stroke="{stroke}" stroke-width="{2 if stroke == "#000" else 1}">'
-                    f'<title>{escape(tip)}</title></rect>'
-                    + _svg_text(x + cw / 2, y + 13, label, text_anchor="middle")
-                    + _svg_text(x + cw / 2, y + 25, f"L{owner}", text_anchor="middle",
-                                font_size="8", fill="#444")
-                    + "</g>")
-    notes = ["the colour of an element is the lane that held it before: rows of colour "
-             "become columns"]
-    if lane is not None:
-        L = int(lane)
-        for h in range(2):
-            _, r, c = frag.element(L, 0, h)
-            # L gives A[r][c] (before, at (r, c)); it lands at place (c, r) of d
-            (bx, by), (ax, ay) = centre("before", r, c), centre("after", c, r)
-            out.append(f'<line x1="{bx}" y1="{by}" x2="{ax - cw / 2 + 3}" y2="{ay}" '
-                       'stroke="#000" stroke-width="2" marker-end="url(#mv-give)" '
-                       f'data-arrow="gives"><title>lane {L} gives A[{r}][{c}] to lane '
-                       f'{frag.owner(0, c, r)[0]}</title></line>')
-            # L receives, at place (r, c) of d, A[c][r], held before at place (c, r)
-            (bx, by), (ax, ay) = centre("before", c, r), centre("after", r, c)
-            out.append(f'<line x1="{bx}" y1="{by}" x2="{ax - cw / 2 + 3}" y2="{ay}" '
-                       'stroke="#555" stroke-width="2" stroke-dasharray="5,3" '
-                       f'marker-end="url(#mv-take)" data-arrow="receives"><title>lane {L} '
-                       f'receives A[{c}][{r}] from lane {frag.owner(0, c, r)[0]}</title></line>')
-        lo, hi = (frag.element(L, 0, h)[1:] for h in range(2))
-        senders = [frag.owner(0, c, r) for r, c in (lo, hi)]
-        notes.insert(0, f"lane {L} gives A[{lo[0]}][{lo[1]}] and A[{hi[0]}][{hi[1]}] "
-                        "(solid arrows)")
-        notes.insert(1, f"lane {L} receives A[{lo[1]}][{lo[0]}] from lane {senders[0][0]} "
-                        f"({'high' if senders[0][2] else 'low'} half) and A[{hi[1]}][{hi[0]}] "
-                        f"from lane {senders[1][0]} ({'high' if senders[1][2] else 'low'} half) "
-                        "(dashed arrows)")
-    for k, note in enumerate(notes):
-        out.append(_svg_text(5, top + 8 * ch + 16 + 16 * k, note, font_size="11"))
-    out.append("</svg>")
-    return Html("".join(out))
+    return gives, takes
+
+
+def _movmatrix_grid(frag: layouts.FragmentLayout, grid: str, i: int, gx: int,
+                    lane: int | None, regs: list[np.ndarray] | None,
+                    moved: tuple[set[tuple[int, int]], set[tuple[int, int]]]) -> list[str]:
+    """One of the two grids (``grid`` is "before" or "after", ``i`` its index): title, column
+    and row headings, and the 64 cells."""
+    gives, takes = moved
+    out = [_svg_text(gx, 14, _MV_TITLES[grid], font_weight="600"),
+           _svg_text(gx, 30, "cells: the element of A (row,col) each half holds" if
+                     regs is None else "cells: the 16-bit value each half holds",
+                     fill="#555", font_size="10")]
+    for t in range(4):
+        out.append(_svg_text(gx + _MV_HEAD_W + (2 * t + 1) * _MV_CW, _MV_TOP - 6,
+                             f"t = {t}: lo | hi", text_anchor="middle", font_size="10",
+                             fill="#555"))
+    for r in range(8):
+        out.append(_svg_text(gx + 2, _MV_TOP + r * _MV_CH + _MV_CH / 2 + 4,
+                             f"lanes {4 * r}-{4 * r + 3}", font_size="10", fill="#555"))
+        for c in range(8):
+            owner = frag.owner(0, r, c)[0]
+            # before: what the lane gives and what it will receive; after: what it
+            # received and where what it gave landed
+            picked = lane is None or (
+                (grid == "before" and (r, c) in gives | takes) or
+                (grid == "after" and (owner == int(lane) or (c, r) in gives)))
+            out.append(_movmatrix_cell(frag, grid, i, gx, r, c, regs, picked,
+                                       lane is not None and picked))
+    return out
+
+
+def _movmatrix_cell(frag: layouts.FragmentLayout, grid: str, i: int, gx: int, r: int, c: int,
+                    regs: list[np.ndarray] | None, picked: bool, outlined: bool) -> str:
+    """The cell at fragment place (r, c) of one grid: coloured by the lane that held its
+    element before the move, labelled with the element (or its value), faded unless
+    ``picked``."""
+    cw, ch = _MV_CW, _MV_CH
+    owner, _, half = frag.owner(0, r, c)
+    er, ec = _MV_HELD[grid](r, c)
+    giver = frag.owner(0, er, ec)[0]          # the lane that held A[er][ec] before
+    label = (f"{er},{ec}" if regs is None else
+             str(int(regs[i][owner]) >> (16 * half) & 0xFFFF))
+    x, y = gx + _MV_HEAD_W + c * cw, _MV_TOP + r * ch
+    stroke = "#000" if outlined else "#999"
+    tip = (f"lane {owner}, {'high' if half else 'low'} half of "
+           f"{'a' if grid == 'before' else 'd'}: A[{er}][{ec}]"
+           + (f" (held by lane {giver} before)" if grid == "after" else ""))
+    return (f'<g data-grid="{grid}" data-lane="{owner}" data-half="{half}" '
+            f'data-row="{r}" data-col="{c}" data-elem="{er},{ec}" '
+            f'opacity="{1 if picked else _FADED}">'
+            f'<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="{lane_color(giver)}" '
+            f'stroke="{stroke}" stroke-width="{2 if stroke == "#000" else 1}">'
+            f'<title>{escape(tip)}</title></rect>'
+            + _svg_text(x + cw / 2, y + 13, label, text_anchor="middle")
+            + _svg_text(x + cw / 2, y + 25, f"L{owner}", text_anchor="middle",
+                        font_size="8", fill="#444")
+            + "</g>")
+
+
+def _movmatrix_arrows(frag: layouts.FragmentLayout, L: int, x0: tuple[int, int]) -> list[str]:
+    """For lane ``L``: a solid arrow from each element it gives to where it lands in ``d``, a
+    dashed one from each element it receives to its place in ``d``."""
+    cw, ch = _MV_CW, _MV_CH
+
+    def centre(grid: str, r: int, c: int) -> tuple[float, float]:
+        i = 0 if grid == "before" else 1
+        return x0[i] + _MV_HEAD_W + c * cw + cw / 2, _MV_TOP + r * ch + ch / 2
+
+    out = []
+    for h in range(2):
+        _, r, c = frag.element(L, 0, h)
+        # L gives A[r][c] (before, at (r, c)); it lands at place (c, r) of d
+        (bx, by), (ax, ay) = centre("before", r, c), centre("after", c, r)
+        out.append(f'<line x1="{bx}" y1="{by}" x2="{ax - cw / 2 + 3}" y2="{ay}" '
+                   'stroke="#000" stroke-width="2" marker-end="url(#mv-give)" '
+                   f'data-arrow="gives"><title>lane {L} gives A[{r}][{c}] to lane '
+                   f'{frag.owner(0, c, r)[0]}</title></line>')
+        # L receives, at place (r, c) of d, A[c][r], held before at place (c, r)
+        (bx, by), (ax, ay) = centre("before", c, r), centre("after", r, c)
+        out.append(f'<line x1="{bx}" y1="{by}" x2="{ax - cw / 2 + 3}" y2="{ay}" '
+                   'stroke="#555" stroke-width="2" stroke-dasharray="5,3" '
+                   f'marker-end="url(#mv-take)" data-arrow="receives"><title>lane {L} '
+                   f'receives A[{c}][{r}] from lane {frag.owner(0, c, r)[0]}</title></line>')
+    return out
+
+
+def _movmatrix_lane_notes(frag: layouts.FragmentLayout, L: int) -> list[str]:
+    """The two lines under the grids saying what lane ``L`` gives and receives."""
+    lo, hi = (frag.element(L, 0, h)[1:] for h in range(2))
+    senders = [frag.owner(0, c, r) for r, c in (lo, hi)]
+    return [f"lane {L} gives A[{lo[0]}][{lo[1]}] and A[{hi[0]}][{hi[1]}] (solid arrows)",
+            f"lane {L} receives A[{lo[1]}][{lo[0]}] from lane {senders[0][0]} "
+            f"({'high' if senders[0][2] else 'low'} half) and A[{hi[1]}][{hi[0]}] "
+            f"from lane {senders[1][0]} ({'high' if senders[1][2] else 'low'} half) "
+            "(dashed arrows)"]
 
 
 def _reg_names(op: str, regs: int) -> str:
@@ -821,6 +934,11 @@ def _span(points: list[tuple[int, int]], name: str) -> str:
     return ", ".join(f"{name}[{r}][{c}]" for r, c in points)
 
 
+#: mma_fragments_svg's grid: cell width and height, row-heading width, heading height above the
+#: cells, gap between panels.
+_MMA_CW, _MMA_CH, _MMA_HEAD_W, _MMA_HEAD_H, _MMA_GAP = 22, 18, 24, 34, 26
+
+
 def mma_fragments_svg(form: layouts.MmaForm | Sequence[str], lane: int | None = None, *,
                       budget: int = FIT_PX) -> Html:
     """The fragments of one ``mma.sync`` variant, A, B and C/D side by side (wrapped to a second
@@ -834,79 +952,111 @@ def mma_fragments_svg(form: layouts.MmaForm | Sequence[str], lane: int | None = 
     cd = "C/D" if form.ctype == form.dtype else "C"
     panels = [("a", "A", form.a, "m", "k", form.atype), ("b", "B", form.b, "k", "n", form.btype),
               ("c", cd, form.c, "m", "n", form.ctype)]
-    cw, ch, head_w, head_h, gap = 22, 18, 24, 34, 26
-    # place the panels left to right, a new row when the next one would pass the budget
-    places, x, y, row_h = [], 5, 22, 0
-    for p in panels:
-        lay = p[2]
-        w, h = head_w + lay.cols * cw, head_h + lay.rows * ch
-        if x > 5 and x + w > budget:
-            x, y, row_h = 5, y + row_h + 14, 0
-        places.append((x, y))
-        x, row_h = x + w + gap, max(row_h, h)
-    width = max(px + head_w + p[2].cols * cw for p, (px, _) in zip(panels, places)) + 5
+    places, y, row_h = _place_panels([p[2] for p in panels], budget)
+    width = max(px + _MMA_HEAD_W + p[2].cols * _MMA_CW for p, (px, _) in zip(panels, places)) + 5
     notes = 4 if lane is not None else 1
     height = y + row_h + 8 + 16 * notes
     out = [_SVG_HEAD.format(w=width, h=height),
            _svg_text(5, 13, form.ptx, font_weight="600", font_family="monospace")]
-    for (op, name, lay, rl, cl, ty), (px, py) in zip(panels, places):
-        regs = lay.regs
-        out.append(_svg_text(px, py + 10, f"{name} ({lay.rows} x {lay.cols}, {rl} x {cl}), "
-                             f"{ty}: {_reg_names(op, regs)}", font_weight="600"))
-        gx, gy = px + head_w, py + head_h
-        for c in range(lay.cols):
-            if lay.cols <= 16 or c % 4 == 0:
-                out.append(_svg_text(gx + c * cw + cw / 2, gy - 5, str(c), text_anchor="middle",
-                                     font_size="9", fill="#555"))
-        out.append(_svg_text(px, gy - 5, f"{rl}\\{cl}", font_size="9", fill="#555"))
-        owners = lay.owners[0]                          # (rows, cols, 3)
-        for r in range(lay.rows):
-            out.append(_svg_text(gx - 4, gy + r * ch + 13, str(r), text_anchor="end",
-                                 font_size="9", fill="#555"))
-            for c in range(lay.cols):
-                ln, rg, el = (int(v) for v in owners[r, c])
-                picked = lane is None or ln == int(lane)
-                cx, cy = gx + c * cw, gy + r * ch
-                text = str(ln) if lane is None or ln != int(lane) else (
-                    f"{op}{rg}" + (f".{el}" if lay.elems_per_reg > 1 else ""))
-                stroke = "#000" if lane is not None and picked else "#bbb"
-                out.append(
-                    f'<g data-op="{op}" data-lane="{ln}" data-reg="{rg}" data-elem="{el}" '
-                    f'data-row="{r}" data-col="{c}" opacity="{1 if picked else _FADED}">'
-                    f'<rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{lane_color(ln)}" '
-                    f'stroke="{stroke}" stroke-width="{2 if stroke == "#000" else 0.5}">'
-                    f'<title>{escape(f"lane {ln}, {op}{rg}, element {el}: {name}[{r}][{c}]")}'
-                    f'</title></rect>'
-                    + _svg_text(cx + cw / 2, cy + 13, text, text_anchor="middle",
-                                font_size="10" if len(text) <= 3 else "8")
-                    + "</g>")
-        # thick lines where a neighbouring element sits in another register
-        for r in range(lay.rows):
-            for c in range(lay.cols):
-                rg = owners[r, c, 1]
-                if c + 1 < lay.cols and owners[r, c + 1, 1] != rg:
-                    xx = gx + (c + 1) * cw
-                    out.append(f'<line x1="{xx}" y1="{gy + r * ch}" x2="{xx}" '
-                               f'y2="{gy + (r + 1) * ch}" stroke="#333" stroke-width="2"/>')
-                if r + 1 < lay.rows and owners[r + 1, c, 1] != rg:
-                    yy = gy + (r + 1) * ch
-                    out.append(f'<line x1="{gx + c * cw}" y1="{yy}" x2="{gx + (c + 1) * cw}" '
-                               f'y2="{yy}" stroke="#333" stroke-width="2"/>')
-        out.append(f'<rect x="{gx}" y="{gy}" width="{lay.cols * cw}" height="{lay.rows * ch}" '
-                   'fill="none" stroke="#333" stroke-width="2"/>')
-    ny = y + row_h + 18
-    if lane is None:
-        out.append(_svg_text(5, ny, "each cell: the lane holding it (hover: register and "
-                             "element); thick lines part the registers", fill="#555"))
-    else:
-        L = int(lane)
-        out.append(_svg_text(5, ny, f"lane {L}: group g = {L // 4}, t = {L % 4}", font_weight="600"))
-        for k, (op, name, lay, *_rest) in enumerate(panels):
-            parts = []
-            for rg in range(lay.regs):
-                pts = [lay.element(L, rg, e)[1:] for e in range(lay.elems_per_reg)]
-                parts.append(f"{op}{rg} = {_span(pts, name.split('/')[0])}")
-            out.append(_svg_text(5, ny + 16 * (k + 1), "; ".join(parts), font_family="monospace",
-                                 font_size="10"))
+    for panel, place in zip(panels, places):
+        out += _mma_panel(panel, place, lane)
+    out += _mma_notes(panels, lane, y + row_h + 18)
     out.append("</svg>")
     return Html("".join(out))
+
+
+def _place_panels(lays: list[layouts.FragmentLayout],
+                  budget: int) -> tuple[list[tuple[int, int]], int, int]:
+    """Each panel's top-left corner, left to right, a new row when the next one would pass
+    ``budget``; with the last row's top and height."""
+    places, x, y, row_h = [], 5, 22, 0
+    for lay in lays:
+        w, h = _MMA_HEAD_W + lay.cols * _MMA_CW, _MMA_HEAD_H + lay.rows * _MMA_CH
+        if x > 5 and x + w > budget:
+            x, y, row_h = 5, y + row_h + 14, 0
+        places.append((x, y))
+        x, row_h = x + w + _MMA_GAP, max(row_h, h)
+    return places, y, row_h
+
+
+def _mma_panel(panel: tuple, place: tuple[int, int], lane: int | None) -> list[str]:
+    """One operand's panel: its title, the column and row numbers, the cells, the lines
+    between registers and a frame."""
+    op, name, lay, rl, cl, ty = panel
+    px, py = place
+    cw, ch = _MMA_CW, _MMA_CH
+    out = [_svg_text(px, py + 10, f"{name} ({lay.rows} x {lay.cols}, {rl} x {cl}), "
+                     f"{ty}: {_reg_names(op, lay.regs)}", font_weight="600")]
+    gx, gy = px + _MMA_HEAD_W, py + _MMA_HEAD_H
+    for c in range(lay.cols):
+        if lay.cols <= 16 or c % 4 == 0:
+            out.append(_svg_text(gx + c * cw + cw / 2, gy - 5, str(c), text_anchor="middle",
+                                 font_size="9", fill="#555"))
+    out.append(_svg_text(px, gy - 5, f"{rl}\\{cl}", font_size="9", fill="#555"))
+    for r in range(lay.rows):
+        out.append(_svg_text(gx - 4, gy + r * ch + 13, str(r), text_anchor="end",
+                             font_size="9", fill="#555"))
+        for c in range(lay.cols):
+            out.append(_mma_cell(op, name, lay, r, c, gx, gy, lane))
+    out += _register_borders(lay, gx, gy)
+    out.append(f'<rect x="{gx}" y="{gy}" width="{lay.cols * cw}" height="{lay.rows * ch}" '
+               'fill="none" stroke="#333" stroke-width="2"/>')
+    return out
+
+
+def _mma_cell(op: str, name: str, lay: layouts.FragmentLayout, r: int, c: int, gx: int,
+              gy: int, lane: int | None) -> str:
+    """The cell at (r, c) of one operand: the lane holding it (or, for the picked lane, its
+    ``register.element``), in that lane's colour, faded when another lane is picked."""
+    cw, ch = _MMA_CW, _MMA_CH
+    ln, rg, el = (int(v) for v in lay.owners[0][r, c])
+    picked = lane is None or ln == int(lane)
+    cx, cy = gx + c * cw, gy + r * ch
+    text = str(ln) if lane is None or ln != int(lane) else (
+        f"{op}{rg}" + (f".{el}" if lay.elems_per_reg > 1 else ""))
+    stroke = "#000" if lane is not None and picked else "#bbb"
+    return (f'<g data-op="{op}" data-lane="{ln}" data-reg="{rg}" data-elem="{el}" '
+            f'data-row="{r}" data-col="{c}" opacity="{1 if picked else _FADED}">'
+            f'<rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{lane_color(ln)}" '
+            f'stroke="{stroke}" stroke-width="{2 if stroke == "#000" else 0.5}">'
+            f'<title>{escape(f"lane {ln}, {op}{rg}, element {el}: {name}[{r}][{c}]")}'
+            f'</title></rect>'
+            + _svg_text(cx + cw / 2, cy + 13, text, text_anchor="middle",
+                        font_size="10" if len(text) <= 3 else "8")
+            + "</g>")
+
+
+def _register_borders(lay: layouts.FragmentLayout, gx: int, gy: int) -> list[str]:
+    """Thick lines where a neighbouring element sits in another register."""
+    cw, ch = _MMA_CW, _MMA_CH
+    owners = lay.owners[0]                          # (rows, cols, 3)
+    out = []
+    for r in range(lay.rows):
+        for c in range(lay.cols):
+            rg = owners[r, c, 1]
+            if c + 1 < lay.cols and owners[r, c + 1, 1] != rg:
+                xx = gx + (c + 1) * cw
+                out.append(f'<line x1="{xx}" y1="{gy + r * ch}" x2="{xx}" '
+                           f'y2="{gy + (r + 1) * ch}" stroke="#333" stroke-width="2"/>')
+            if r + 1 < lay.rows and owners[r + 1, c, 1] != rg:
+                yy = gy + (r + 1) * ch
+                out.append(f'<line x1="{gx + c * cw}" y1="{yy}" x2="{gx + (c + 1) * cw}" '
+                           f'y2="{yy}" stroke="#333" stroke-width="2"/>')
+    return out
+
+
+def _mma_notes(panels: list[tuple], lane: int | None, ny: int) -> list[str]:
+    """The lines under the panels: how to read a cell, or what the picked lane holds."""
+    if lane is None:
+        return [_svg_text(5, ny, "each cell: the lane holding it (hover: register and "
+                          "element); thick lines part the registers", fill="#555")]
+    L = int(lane)
+    out = [_svg_text(5, ny, f"lane {L}: group g = {L // 4}, t = {L % 4}", font_weight="600")]
+    for k, (op, name, lay, *_rest) in enumerate(panels):
+        parts = []
+        for rg in range(lay.regs):
+            pts = [lay.element(L, rg, e)[1:] for e in range(lay.elems_per_reg)]
+            parts.append(f"{op}{rg} = {_span(pts, name.split('/')[0])}")
+        out.append(_svg_text(5, ny + 16 * (k + 1), "; ".join(parts), font_family="monospace",
+                             font_size="10"))
+    return out
