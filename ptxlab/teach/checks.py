@@ -28,7 +28,8 @@ import numpy as np
 from ..model import layouts
 from ..run.ptx.errors import lanes_text, number_runs
 from . import diagnosis
-from .exercises.tiles import Placement, Tile
+from .mistakes import Mistake, known_mistake
+from .tiles import Placement, Tile
 
 __all__ = [
     "CheckResult", "LaneDiff", "AddressTask", "check_addresses", "check_fragment",
@@ -381,7 +382,7 @@ def _row_pattern_advice(task: AddressTask, got: np.ndarray, exp: np.ndarray,
 
 
 def _one_address_case(fn: Callable, task: AddressTask, name: str,
-                      mistakes: Sequence[tuple[Callable, str]]) -> CheckResult:
+                      mistakes: Sequence[Mistake]) -> CheckResult:
     calls = [(lane, *task.args) for lane in range(layouts.WARP_SIZE)]
     lv = evaluate_lanes(fn, calls)
     exp = task.placement.expected_addresses(task.tile)
@@ -425,14 +426,9 @@ def _one_address_case(fn: Callable, task: AddressTask, name: str,
         first = next(lv.problems[l] for l in wrong if lv.problems[l])
         advice.append(f"your function {first.split(' (line')[0]}; fix that first")
     else:
-        for bad_fn, text in mistakes:
-            try:
-                bad = np.array([bad_fn(l, *task.args) for l in range(layouts.WARP_SIZE)])
-            except Exception:
-                continue
-            if np.array_equal(bad[active], got[active]):
-                advice.append(text)
-                break
+        known = known_mistake(mistakes, calls, got, where=active)
+        if known is not None:
+            advice.append(known)
         else:
             advice += _address_advice(task, got, exp, np.array(wrong))
     msg = f"{len(wrong)} of {n_active} address lanes wrong ({task.describe()})"
@@ -441,7 +437,7 @@ def _one_address_case(fn: Callable, task: AddressTask, name: str,
 
 
 def check_addresses(fn: Callable, tasks: Sequence[AddressTask], *, name: str = "addresses",
-                    mistakes: Sequence[tuple[Callable, str]] = (),
+                    mistakes: Sequence[Mistake] = (),
                     arg_names: Sequence[str] = ("lane",)) -> CheckResult:
     """Check a per-lane address function against every task; the first failing task is reported."""
     bad = _check_callable(fn, name, arg_names)
@@ -462,7 +458,7 @@ def check_fragment(fn: Callable, layout: layouts.FragmentLayout, *, name: str = 
                    to_answer: Callable[[int, int, int], tuple] | None = None,
                    answer_names: Sequence[str] = ("row", "col"),
                    arg_names: Sequence[str] = ("lane", "reg", "half"),
-                   mistakes: Sequence[tuple[Callable, str]] = ()) -> CheckResult:
+                   mistakes: Sequence[Mistake] = ()) -> CheckResult:
     """Check ``fn(lane, reg, elem) -> answer`` for every element a warp holds in ``layout``.
 
     ``to_answer(matrix, row, col)`` turns the layout's coordinates into the answer's (default:
@@ -536,12 +532,9 @@ def _fragment_advice(keys, values, expected, wrong_keys, problems, names, elem_w
         return [f"your function {prob.split(' (line')[0]}; fix that first"]
     got_map = dict(zip(keys, values))
     exp_map = dict(zip(keys, expected))
-    for bad_fn, text in mistakes:
-        try:
-            if all(tuple(bad_fn(*c)) == got_map[k] for k, c in zip(keys, calls)):
-                return [text]
-        except Exception:
-            continue
+    known = known_mistake(mistakes, calls, values, convert=tuple)
+    if known is not None:
+        return [known]
     advice = []
     wrong = set(wrong_keys)
     if len(names) >= 2 and all(got_map[k] is not None and tuple(got_map[k][-2:]) ==

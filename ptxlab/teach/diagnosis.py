@@ -21,7 +21,7 @@ import numpy as np
 
 from ..model import emulator, layouts
 from ..run.ptx.errors import lanes_text, number_runs
-from .exercises.tiles import ELEM_BYTES, Placement
+from .tiles import ELEM_BYTES, Placement
 
 __all__ = ["Suspect", "Deferred", "MAX_CAUSE", "first_match", "with_proof", "row_addresses",
            "address_suspects", "load_suspects", "store_suspects",

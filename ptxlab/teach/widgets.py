@@ -17,7 +17,7 @@ import numpy as np
 
 from ..model import banks, cute_atoms, layouts
 from . import render
-from .exercises import tiles
+from . import tiles
 
 __all__ = ["AddressTable", "FragmentMap", "BankView", "LanePlayer", "evaluate_formula",
            "ARRANGEMENTS", "FRAGMENTS"]

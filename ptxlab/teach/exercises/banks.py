@@ -17,9 +17,10 @@ import numpy as np
 from ...model import banks, emulator, layouts
 from ...model.shared_tiles import CHUNK_BYTES, SharedTileLayout
 from ...run.ptx.errors import lanes_text, number_runs
-from .. import checks, render
+from .. import checks, render, tiles
 from ..checks import CheckResult, LaneDiff
-from . import cases, tiles
+from ..mistakes import Mistake, known_mistake
+from . import cases
 from .base import hidden_rng, ChoiceExercise, Exercise, FragmentExercise, FunctionExercise
 from .kernel_exercise import KernelExercise, launch_for_check
 
@@ -255,7 +256,7 @@ class SwizzledAddressExercise(Exercise):
     arg_names: Sequence[str] = ("lane",)
     visible: Callable[[], list[SwizzledTask]] = list
     hidden_cases: Callable[[np.random.Generator], list[SwizzledTask]] = lambda rng: []
-    mistakes: Sequence[tuple[Callable, str]] = ()
+    mistakes: Sequence[Mistake] = ()
 
     def expected(self, task: SwizzledTask) -> np.ndarray:
         rows, chunks = lane_rows_chunks(self.placement(), task.row0, task.chunk0)
@@ -267,7 +268,8 @@ class SwizzledAddressExercise(Exercise):
         return task.base + (rows * task.chunks + chunks) * CHUNK_BYTES
 
     def _one(self, answer, task: SwizzledTask) -> CheckResult:
-        lv = checks.evaluate_lanes(answer, [(lane, *task.args) for lane in range(32)])
+        calls = [(lane, *task.args) for lane in range(32)]
+        lv = checks.evaluate_lanes(answer, calls)
         exp = self.expected(task)
         rows, chunks = lane_rows_chunks(self.placement(), task.row0, task.chunk0)
         got = np.array([-1 if v is None else v for v in lv.values], dtype=np.int64)
@@ -300,14 +302,9 @@ class SwizzledAddressExercise(Exercise):
         elif np.array_equal(got[active], (exp - task.base)[active]):
             advice.append("every address is off by exactly `base`: add the tile's base address")
         else:
-            for bad_fn, text in self.mistakes:
-                try:
-                    bad = np.array([bad_fn(lane, *task.args) for lane in range(32)])
-                except Exception:
-                    continue
-                if np.array_equal(bad[active], got[active]):
-                    advice.append(text)
-                    break
+            known = known_mistake(self.mistakes, calls, got, where=active)
+            if known is not None:
+                advice.append(known)
             else:
                 advice += _xor_bits_advice(task, got, exp, self.unswizzled(task), active)
         return CheckResult(self.title, False, 1 - len(wrong) / n,
@@ -460,7 +457,7 @@ class SwizzleExercise(Exercise):
 
     visible: Callable[[], list[SwizzleCase]] = list
     hidden_cases: Callable[[], list[SwizzleCase]] = list
-    mistakes: Sequence[tuple[Callable, str]] = ()
+    mistakes: Sequence[Mistake] = ()
 
     def table(self, answer, case: SwizzleCase) -> tuple[np.ndarray, list[LaneDiff]]:
         """The stored chunk of every (row, chunk) and the problems of values that cannot be."""
@@ -559,14 +556,11 @@ class SwizzleExercise(Exercise):
             return CheckResult(self.title, True, 1.0, f"no chunk lost, all {checked} phases "
                                f"conflict-free ({case.describe()})")
         advice = list(messages[1:])
-        for bad_fn, text in self.mistakes:
-            try:
-                if all(bad_fn(r, c, case.chunks) == stored[r, c] for r in range(case.rows)
-                       for c in range(case.chunks)):
-                    advice.append(text)
-                    break
-            except Exception:
-                continue
+        cells = [(r, c) for r in range(case.rows) for c in range(case.chunks)]
+        known = known_mistake(self.mistakes, [(r, c, case.chunks) for r, c in cells],
+                              [stored[r, c] for r, c in cells])
+        if known is not None:
+            advice.append(known)
         return CheckResult(self.title, False, 1 - bad / checked,
                            f"{bad} of {checked} phases have bank conflicts ({case.describe()}); "
                            f"first: {messages[0]}", diffs=diffs, advice=advice,

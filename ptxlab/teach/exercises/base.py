@@ -22,6 +22,7 @@ from .. import checks, progress_store
 from .. import reveal as _reveal
 from ..checks import AddressTask, CheckResult
 from ..graded import GRADED_BY_GRADER_ENV, graded_outside  # noqa: F401 - the exercises' names
+from ..mistakes import Mistake, known_mistake
 from ...run.errors import ServiceUnavailable
 
 #: Seed of the hidden cases in self-study: fixed, so a learner's result can be reproduced. The
@@ -135,7 +136,7 @@ class AddressExercise(Exercise):
     arg_names: Sequence[str] = ("lane", "base", "stride")
     visible: Callable[[], list[AddressTask]] = list
     hidden_cases: Callable[[np.random.Generator], list[AddressTask]] = lambda rng: []
-    mistakes: Sequence[tuple[Callable, str]] = ()
+    mistakes: Sequence[Mistake] = ()
 
     def tasks(self, hidden: bool) -> list[AddressTask]:
         tasks = list(self.visible())
@@ -160,7 +161,7 @@ class FragmentExercise(Exercise):
     answer_names: Sequence[str] = ("row", "col")
     visible: Callable[[], list[tuple]] = list
     hidden_cases: Callable[[], list[tuple]] = list
-    mistakes: Sequence[tuple[Callable, str]] = ()
+    mistakes: Sequence[Mistake] = ()
 
     def evaluate(self, answer, hidden: bool = False) -> CheckResult:
         if answer is None:
@@ -214,7 +215,7 @@ class FunctionExercise(Exercise):
     visible: Callable[[], list[tuple]] = list
     hidden_cases: Callable[[np.random.Generator], list[tuple]] = lambda rng: []
     describe: Callable[[tuple], str] = lambda args: str(args)
-    mistakes: Sequence[tuple[Callable, str]] = ()
+    mistakes: Sequence[Mistake] = ()
 
     def evaluate(self, answer, hidden: bool = False) -> CheckResult:
         if answer is None:
@@ -240,14 +241,8 @@ class FunctionExercise(Exercise):
                 diffs[-1].where = self.describe(args)
         if not diffs:
             return CheckResult(self.title, True, 1.0, f"all {len(inputs)} inputs right")
-        advice = []
-        for bad_fn, text in self.mistakes:
-            try:
-                if all(int(bad_fn(*a)) == g for a, g in zip(inputs, got_all)):
-                    advice.append(text)
-                    break
-            except Exception:
-                continue
+        known = known_mistake(self.mistakes, inputs, got_all, convert=int)
+        advice = [known] if known is not None else []
         res = CheckResult(self.title, False, 1 - len(diffs) / len(inputs),
                           f"{len(diffs)} of {len(inputs)} inputs wrong", diffs=diffs,
                           advice=advice)

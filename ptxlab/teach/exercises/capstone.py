@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import checks
+from .. import checks, tiles
 from ...model import emulator, layouts
 from ..checks import CheckResult, LaneDiff
-from . import tiles
+from ..mistakes import Mistake, known_mistake
 from .banks import (CHUNK_BYTES, SwizzledAddressExercise, SwizzledTask, gemm_swizzle,
                     lane_rows_chunks, swizzled_offset)
 from .base import ChoiceExercise, Exercise
@@ -101,7 +101,7 @@ class WarpTileExercise(Exercise):
 
     visible: Sequence[tuple[int, int]] = ((2, 4),)
     hidden: Sequence[tuple[int, int]] = ((4, 8),)
-    mistakes: Sequence[tuple[Callable, str]] = ()
+    mistakes: Sequence[Mistake] = ()
 
     def _one(self, answer, mt: int, nt: int) -> CheckResult:
         keys = [(lane, i, j, e) for lane in range(32) for i in range(mt) for j in range(nt)
@@ -125,13 +125,9 @@ class WarpTileExercise(Exercise):
         if prob:
             advice.append(f"your function {prob.split(' (line')[0]}; fix that first")
         else:
-            for bad_fn, text in self.mistakes:
-                try:
-                    if all(tuple(bad_fn(*k)) == got[k] for k in keys):
-                        advice.append(text)
-                        break
-                except Exception:
-                    continue
+            known = known_mistake(self.mistakes, keys, lv.values, convert=tuple)
+            if known is not None:
+                advice.append(known)
             else:
                 advice += _warp_tile_advice(keys, got, dict(zip(keys, exp)), wrong)
         return CheckResult(self.title, False, 1 - len(wrong) / len(keys),

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...model import layouts
 from ..checks import AddressTask
-from .tiles import ELEM_BYTES, Placement
+from ..tiles import ELEM_BYTES, Placement
 
 
 #: Seed of the visible cases drawn like the hidden ones: fixed, so the visible check is the same

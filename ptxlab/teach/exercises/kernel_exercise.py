@@ -11,9 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import checks, diagnosis
+from .. import checks, diagnosis, tiles
 from ..checks import CheckResult
-from . import tiles
 from .base import Exercise, fresh_rng, hidden_rng
 
 

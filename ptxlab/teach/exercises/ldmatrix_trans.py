@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import emulator, layouts
-from .. import diagnosis
+from .. import diagnosis, tiles
 from ..checks import AddressTask
-from . import cases, tiles
+from . import cases
 from .base import AddressExercise, ChoiceExercise, FragmentExercise
 from .kernel_exercise import KernelExercise, KernelRun
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from .. import checks, diagnosis, render
+from .. import checks, diagnosis, render, tiles
 from ...model import emulator, layouts
 from ...run.ptx.errors import number_runs
 from ..checks import AddressTask, CheckResult, LaneDiff
-from . import cases, tiles
+from . import cases
 from .base import AddressExercise, ChoiceExercise, FragmentExercise, FunctionExercise
 from .kernel_exercise import KernelExercise, KernelRun, launch_for_check
 

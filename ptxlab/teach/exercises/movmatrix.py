@@ -10,9 +10,9 @@ from functools import lru_cache
 import numpy as np
 
 from ...model import emulator, layouts
-from .. import diagnosis
+from .. import diagnosis, tiles
 from ..checks import AddressTask
-from . import cases, tiles
+from . import cases
 from .base import AddressExercise, ChoiceExercise, FragmentExercise
 from .stmatrix import (FILL, TileKernelExercise, TileRun, addressing_lane, emulated_store,
                        held_by, stored_from, value_names)

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import checks, diagnosis
+from .. import checks, diagnosis, tiles
 from ...model import emulator, layouts
 from ..checks import AddressTask, CheckResult
-from . import cases, tiles
+from . import cases
 from .base import AddressExercise, ChoiceExercise, FragmentExercise
-from .kernel_exercise import KernelExercise, launch_for_check
+from .kernel_exercise import KernelExercise, KernelRun, launch_for_check
 
 #: The mma whose accumulator the notebook stores: f16 in, f16 accumulators.
 MMA_F16 = ("m16n8k16", "f16", "f16", "f16", "f16")
@@ -32,22 +32,17 @@ FILL = 0xFFFF
 
 
 @dataclass
-class TileRun:
+class TileRun(KernelRun):
     """One launch of a kernel that writes a matrix of 16-bit values to ``args[out_index]``.
 
-    ``expected`` is the ``(rows, cols)`` matrix the emulator stores; ``describe_value`` names a
-    value (inputs are distinct element ids); ``row_names(r)`` says who should have stored row
-    ``r``; ``mistakes`` pairs the matrix a known wrong kernel stores with its advice.
+    A :class:`KernelRun` (the same launch: ``label``, ``args``, ``grid`` ... ``options``) whose
+    ``expected`` is the ``(rows, cols)`` matrix the emulator stores, not registers;
+    ``describe_value`` names a value (inputs are distinct element ids); ``row_names(r)`` says
+    who should have stored row ``r``; ``mistakes`` pairs the matrix a known wrong kernel stores
+    with its advice. Its values are never renamed for grading
+    (:meth:`KernelRun.with_fresh_values` keeps a subclass's run as it is).
     """
 
-    label: str
-    args: list
-    out_index: int
-    expected: np.ndarray
-    grid: tuple = (1,)
-    block: tuple = (32,)
-    shared_mem: int = 0
-    describe_value: Callable[[int], str] | None = None
     row_names: Callable[[int], str] | None = None
     cell_source: Callable[[int, int], str] | None = None
     value_source: Callable[[int], str | None] | None = None
