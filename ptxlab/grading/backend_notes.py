@@ -11,6 +11,8 @@ from __future__ import annotations
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode
 
+from ..teach.nbgrader_cells import grade_id
+
 __all__ = ["BackendNotes", "BACKEND_NOTE_TAG", "LAUNCHES_KEY", "grading_note",
            "note_cell_launches"]
 
@@ -40,7 +42,7 @@ def _find_cell(nb: NotebookNode, where) -> NotebookNode | None:
     if isinstance(where, int):
         return nb.cells[where] if 0 <= where < len(nb.cells) else None
     for cell in nb.cells:
-        if ((cell.get("metadata") or {}).get("nbgrader") or {}).get("grade_id") == where:
+        if grade_id(cell) == where:
             return cell
     return None
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .batch import BatchBusy, GraderDiskFull, grade_batch
-from .options import BatchOptions, default_workers
+from .options import BatchOptions, BatchResult, default_workers
 from .preflight import run_preflight
 from .report import flagged_students, write_csv, write_plot, write_summary
 
@@ -68,6 +69,32 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print(f"--workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
+    preflight = _preflight_step(course, args)
+    opts = BatchOptions(course_root=course, assignment=args.assignment, workers=args.workers,
+                        force=args.force, retry_failed=args.retry_failed,
+                        submission_timeout_s=args.submission_timeout,
+                        grading_config=args.grading_config, students=args.students,
+                        progress=None if args.quiet else sys.stderr,
+                        before_grading=None if args.no_preflight or args.scheduler else preflight,
+                        scheduler=args.scheduler, preflight=not args.no_preflight)
+    result, code = _grade_all(opts, args)
+    if code is not None:
+        return code
+    if not result.outcomes:
+        print(f"no collected submissions of {args.assignment!r} under {course / 'submitted'} "
+              "(run 'nbgrader collect' first)", file=sys.stderr)
+        return 1
+    if not _write_reports(result, opts, args):
+        return 3
+    if result.interrupted:
+        print("interrupted: run the same command again to grade the rest", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _preflight_step(course: Path, args: argparse.Namespace) -> Callable[[], None]:
+    """The check the batch runs while its workers start (so it costs no wall time of its own);
+    raises :class:`PreflightFailed` so that nobody is graded by a grader that cannot grade."""
     def preflight() -> None:
         """While the workers start: one sandboxed kernel and one launch, as grading does."""
         check = run_preflight(course, args.grading_config, assignment=args.assignment,
@@ -82,40 +109,41 @@ def run(args: argparse.Namespace) -> int:
         if check.warning:
             print(f"preflight warning: {check.warning}", file=sys.stderr)
 
-    opts = BatchOptions(course_root=course, assignment=args.assignment, workers=args.workers,
-                        force=args.force, retry_failed=args.retry_failed,
-                        submission_timeout_s=args.submission_timeout,
-                        grading_config=args.grading_config, students=args.students,
-                        progress=None if args.quiet else sys.stderr,
-                        before_grading=None if args.no_preflight or args.scheduler else preflight,
-                        scheduler=args.scheduler, preflight=not args.no_preflight)
+    return preflight
+
+
+def _grade_all(opts: BatchOptions, args: argparse.Namespace) -> tuple[BatchResult | None, int | None]:
+    """``(the batch's result, None)``, or ``(None, exit status)`` where grading could not start or
+    go on: the operator reads one line of why, never a traceback, for what they can fix."""
     try:
-        result = grade_batch(opts)
+        return grade_batch(opts), None
     except PreflightFailed as exc:
         print(f"ptxlab grade: nobody was graded. Preflight: {exc}", file=sys.stderr)
-        return 2
+        return None, 2
     except (ValueError, BatchBusy) as exc:
         print(f"ptxlab grade: {exc}", file=sys.stderr)
-        return 2
+        return None, 2
     except GraderDiskFull as exc:
         print(f"ptxlab grade: {exc.strerror}", file=sys.stderr)
-        return 3
+        return None, 3
     except ImportError as exc:
         if args.scheduler and exc.name and exc.name.split(".")[0] == "distributed":
             print("ptxlab grade: --scheduler needs Dask's distributed package on this machine "
                   "and on every worker: pip install 'ptxlab[cluster]'", file=sys.stderr)
-            return 2
+            return None, 2
         raise
     except OSError as exc:
         if args.scheduler:
             print(f"ptxlab grade: cannot reach the Dask scheduler {args.scheduler}: {exc}",
                   file=sys.stderr)
-            return 2
+            return None, 2
         raise
-    if not result.outcomes:
-        print(f"no collected submissions of {args.assignment!r} under {course / 'submitted'} "
-              "(run 'nbgrader collect' first)", file=sys.stderr)
-        return 1
+
+
+def _write_reports(result: BatchResult, opts: BatchOptions, args: argparse.Namespace) -> bool:
+    """Write the CSV, plot and summary and say what they hold (and who still needs a person
+    or another run); ``False`` where the disk was full: the grades are safe in the gradebook
+    and the ledger, so the same command writes the reports later."""
     out = opts.out_dir
     try:
         csv_path = write_csv(result.outcomes, out / "grades.csv")
@@ -129,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ptxlab grade: the disk holding {out} is full: the grades are in the gradebook "
               "and the ledger, but the reports could not be written. Free some space and run "
               "the same command again: it writes them", file=sys.stderr)
-        return 3
+        return False
     print(f"graded {result.graded_now} now, {result.skipped} already graded; "
           f"{len(result.outcomes)} students in {csv_path} and {summary}"
           + (f" ({plot.name})" if plot else ""))
@@ -143,7 +171,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(not_graded)} not graded because the machine failed, not the submission "
               f"({', '.join(not_graded[:10])}{' ...' if len(not_graded) > 10 else ''}): no score "
               "was written for them; run the same command again to grade them", file=sys.stderr)
-    if result.interrupted:
-        print("interrupted: run the same command again to grade the rest", file=sys.stderr)
-        return 130
-    return 0
+    return True

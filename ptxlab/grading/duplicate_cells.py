@@ -18,21 +18,15 @@ from collections import Counter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from ..teach.nbgrader_cells import grade_id
+
 __all__ = ["KeepFirstCopies", "duplicated_cells", "copy_notes"]
-
-
-def _grade_id(cell) -> str | None:
-    """The grade id of a cell's nbgrader metadata, where it has a usable one."""
-    meta = cell.get("metadata") if isinstance(cell, dict) else None
-    section = meta.get("nbgrader") if isinstance(meta, dict) else None
-    grade_id = section.get("grade_id") if isinstance(section, dict) else None
-    return grade_id if isinstance(grade_id, str) and grade_id else None
 
 
 def duplicated_cells(nb: NotebookNode | dict) -> dict[str, int]:
     """``{grade id: how many cells carry it}`` for every grade id on more than one cell."""
     cells = nb.get("cells") if isinstance(nb, dict) else None
-    counts = Counter(gid for gid in map(_grade_id, cells if isinstance(cells, list) else [])
+    counts = Counter(gid for gid in map(grade_id, cells if isinstance(cells, list) else [])
                      if gid is not None)
     return {gid: n for gid, n in counts.items() if n > 1}
 
@@ -50,7 +44,7 @@ class KeepFirstCopies(NbGraderPreprocessor):
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         seen: set[str] = set()
         for index, cell in enumerate(nb.cells):
-            gid = _grade_id(cell)
+            gid = grade_id(cell)
             if gid is None:
                 continue
             if gid in seen:

@@ -33,6 +33,7 @@ from nbformat.notebooknode import NotebookNode
 from ..run.errors import ServiceUnavailable
 from ..teach.answers import AnswerSlot, judge
 from ..teach.checks import CheckResult
+from ..teach.nbgrader_cells import grade_id, is_graded, is_solution
 from .sandbox_client import MIME_TYPE, _PendingVerdict
 from .reference_use import (Finding, flagged_answers, import_statements, include_findings,
                             reference_names)
@@ -58,24 +59,14 @@ def code_sources(nb: NotebookNode | dict) -> list[str]:
     return [c.get("source", "") for c in nb.get("cells", []) if c.get("cell_type") == "code"]
 
 
-def _nbgrader(cell) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
-
-
-def grade_id(cell) -> str | None:
-    """The nbgrader id of a cell, where it has one."""
-    return _nbgrader(cell).get("grade_id")
-
-
 def is_test_cell(cell) -> bool:
     """An autograded test cell (not an answer cell)."""
     return _is_test_cell(cell)
 
 
 def _is_test_cell(cell) -> bool:
-    meta = _nbgrader(cell)
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) \
-        and not meta.get("solution") and bool(meta.get("grade_id"))
+    return cell.get("cell_type") == "code" and is_graded(cell) and not is_solution(cell) \
+        and grade_id(cell) is not None
 
 
 def exercise_aliases(sources: Sequence[str]) -> dict[str, str]:
@@ -125,7 +116,7 @@ def answer_slots(nb: NotebookNode | dict, aliases: dict[str, str]) -> list[Answe
             continue
         for alias, attr, answer, hidden in _grade_calls(cell.get("source", "")):
             if alias in aliases:
-                slots.append(AnswerSlot(_nbgrader(cell)["grade_id"], aliases[alias], attr,
+                slots.append(AnswerSlot(grade_id(cell), aliases[alias], attr,
                                         answer, hidden))
     return slots
 
@@ -236,7 +227,7 @@ def judge_notebook(nb: NotebookNode, slots: Sequence[AnswerSlot], record: dict |
     for i, cell in enumerate(nb.cells):
         if _is_test_cell(cell):
             for slot in slots:
-                if slot.cell == _nbgrader(cell)["grade_id"]:
+                if slot.cell == grade_id(cell):
                     test_index.setdefault(slot.answer, i)
     ref = reference_names(code_sources(nb))
     flags = flagged_answers(nb.cells, trusted_sources, ref, test_index)
@@ -287,7 +278,7 @@ def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict],
     for cell in nb.cells:
         if not _is_test_cell(cell):
             continue
-        verdict = by_id.get(_nbgrader(cell)["grade_id"])
+        verdict = by_id.get(grade_id(cell))
         if verdict is None:
             continue
         text = verdict.report()
@@ -328,7 +319,7 @@ def trusted_cell_sources(source_notebook: NotebookNode | dict) -> set[str]:
     """The code cells of the instructor's notebook that are not answers: a cell of the
     submission equal to one of them is not the learner's code."""
     return {c.get("source", "") for c in source_notebook.get("cells", [])
-            if c.get("cell_type") == "code" and not _nbgrader(c).get("solution")}
+            if c.get("cell_type") == "code" and not is_solution(c)}
 
 
 @dataclass

@@ -176,6 +176,48 @@ class SandboxedKernelManager(AsyncKernelManager):
         return self._private_dir / "launches.jsonl" if self._private_dir else None
 
     async def _async_pre_start_kernel(self, **kw):
+        """The command that starts the kernel inside its sandbox, and the arguments it starts
+        with: jupyter_client's own command, wrapped by the kernel's boot and the sandbox."""
+        kw = self._prepare_kernel_place(kw)
+        kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
+        workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
+        env = dict(kw.get("env") or os.environ)
+        self._note_workdir(workdir)
+        boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
+        limits = self._kernel_limits()
+        # Everything the sandbox can write, measured by the grader's watch.
+        self._watch_folders = [workdir, self._private_dir]
+        launch_timeout = self.launch_timeout()
+        if launch_timeout < self.launch_timeout_s:
+            self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
+                          "of %g s", launch_timeout, self.cell_timeout_s, self.launch_timeout_s)
+        inner_env = self._inner_env(env, limits, launch_timeout)
+        # The course and the exchange, the same for every kernel of the worker (so one launch
+        # service serves them all), and the course this notebook's folder lies in.
+        configured = self.service_hidden_paths()
+        hidden = configured + _course_paths_of(workdir)
+        overlays: list[tuple[Path, Path]] = []
+        if self.graded_outside:
+            # The notebook holds no answer: its ptxlab is the client only, and it launches
+            # nothing (the judge runs the kernels), so it gets no launch service either.
+            overlays, covered = client_package.overlays()
+            hidden += covered
+            service = None
+            if self.sandbox_mode == "none":     # no mounts: the client comes first on the path
+                inner_env["PYTHONPATH"] = os.pathsep.join(
+                    [str(client_package.client_tree()), inner_env.get("PYTHONPATH", "")]).rstrip(
+                    os.pathsep)
+        else:
+            service = self.launch_service_socket(env, configured, launch_timeout)
+        if service:
+            inner_env[SERVICE_ENV] = service
+        kernel_cmd = self._sandboxed_command(kw, boot, env, inner_env, workdir, hidden,
+                                             overlays, service)
+        return self._in_group(kernel_cmd), kw
+
+    def _prepare_kernel_place(self, kw: dict) -> dict:
+        """The kernel's private folders, transport, disk share and working folder, set up before
+        jupyter_client writes the connection file and builds the command (both depend on them)."""
         self._private_dir = Path(tempfile.mkdtemp(prefix="ptxlab-kernel-"))
         if self._guard_dir is None:
             self._guard_dir = Path(tempfile.mkdtemp(prefix="ptxlab-guard-"))
@@ -201,25 +243,22 @@ class SandboxedKernelManager(AsyncKernelManager):
             work.mkdir()
             disk_share.copy_submission(Path(kw["cwd"]), work)
             kw["cwd"] = str(work)
-        kernel_cmd, kw = await super()._async_pre_start_kernel(**kw)
-        workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
-        env = dict(kw.get("env") or os.environ)
-        self._note_workdir(workdir)
-        boot = [sys.executable, "-m", "ptxlab.grading.kernel_boot", "--", *kernel_cmd[1:]]
-        limits = {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
-                  "disk_mb": self.disk_share.quota_mb, "max_files": self.max_files,
-                  "stop_note": str(self.stop_note),
-                  "memory_mode": self._memory_mode(),
-                  # the sandbox's /tmp and /dev/shm are folders of the grader's disk (below):
-                  # under the disk quota, not the memory limit
-                  "watch_tmp": False,
-                  "disk_folders": ["/tmp", "/dev/shm"] if self.sandbox_mode == "bwrap" else []}
-        # Everything the sandbox can write, measured by the grader's watch.
-        self._watch_folders = [workdir, self._private_dir]
-        launch_timeout = self.launch_timeout()
-        if launch_timeout < self.launch_timeout_s:
-            self.log.info("kernel launches limited to %g s (half the %g s cell limit) instead "
-                          "of %g s", launch_timeout, self.cell_timeout_s, self.launch_timeout_s)
+        return kw
+
+    def _kernel_limits(self) -> dict:
+        """The limits the kernel's boot applies to itself in the sandbox (its limits env)."""
+        return {"memory_mb": self.kernel_memory_mb, "file_size_mb": self.file_size_mb,
+                "disk_mb": self.disk_share.quota_mb, "max_files": self.max_files,
+                "stop_note": str(self.stop_note),
+                "memory_mode": self._memory_mode(),
+                # the sandbox's /tmp and /dev/shm are folders of the grader's disk (below):
+                # under the disk quota, not the memory limit
+                "watch_tmp": False,
+                "disk_folders": ["/tmp", "/dev/shm"] if self.sandbox_mode == "bwrap" else []}
+
+    def _inner_env(self, env: dict, limits: dict, launch_timeout: float) -> dict:
+        """The kernel's environment inside the sandbox: the grader's, cleaned, plus what the
+        boot, the isolated launches and the launch service read."""
         if self.sandbox_mode == "none":
             # No sandbox, so no private /tmp: the kernel's home is a folder of its own.
             home = self._private_dir / "home"
@@ -239,25 +278,13 @@ class SandboxedKernelManager(AsyncKernelManager):
         })
         if self.notebook_gpu:
             inner_env.update(gpu_memory_cap(self.launch_gpu_memory_mb, env))
-        # The course and the exchange, the same for every kernel of the worker (so one launch
-        # service serves them all), and the course this notebook's folder lies in.
-        configured = self.service_hidden_paths()
-        hidden = configured + _course_paths_of(workdir)
-        overlays: list[tuple[Path, Path]] = []
-        if self.graded_outside:
-            # The notebook holds no answer: its ptxlab is the client only, and it launches
-            # nothing (the judge runs the kernels), so it gets no launch service either.
-            overlays, covered = client_package.overlays()
-            hidden += covered
-            service = None
-            if self.sandbox_mode == "none":     # no mounts: the client comes first on the path
-                inner_env["PYTHONPATH"] = os.pathsep.join(
-                    [str(client_package.client_tree()), inner_env.get("PYTHONPATH", "")]).rstrip(
-                    os.pathsep)
-        else:
-            service = self.launch_service_socket(env, configured, launch_timeout)
-        if service:
-            inner_env[SERVICE_ENV] = service
+        return inner_env
+
+    def _sandboxed_command(self, kw: dict, boot: list[str], env: dict, inner_env: dict,
+                           workdir: Path, hidden: list, overlays: list[tuple[Path, Path]],
+                           service: str | None) -> list[str]:
+        """The command that runs ``boot`` in the configured sandbox; sets the start's ``env``
+        (and the descriptors bwrap reads its options from) in ``kw``."""
         if self.sandbox_mode == "bwrap":
             tmp_dir, shm_dir = self._private_dir / "tmp", self._private_dir / "shm"
             tmp_dir.mkdir(exist_ok=True)
@@ -273,16 +300,14 @@ class SandboxedKernelManager(AsyncKernelManager):
             # bwrap reads its options from a file only this start holds: the sandbox's
             # /proc/1/cmdline names none of the paths it mounts or hides
             self._sandbox_start = sandbox.sandbox_launch(policy, boot, env=inner_env)
-            kernel_cmd = self._sandbox_start.argv
             kw["pass_fds"] = self._sandbox_start.pass_fds
             kw["env"] = {"PATH": env.get("PATH", "/usr/bin:/bin")}
-        elif self.sandbox_mode == "none":
-            kernel_cmd = boot
+            return self._sandbox_start.argv
+        if self.sandbox_mode == "none":
             kw["env"] = {**env, **inner_env}
-        else:
-            raise ValueError(f"SandboxedKernelManager.sandbox_mode must be 'bwrap' or 'none', "
-                             f"got {self.sandbox_mode!r}")
-        return self._in_group(kernel_cmd), kw
+            return boot
+        raise ValueError(f"SandboxedKernelManager.sandbox_mode must be 'bwrap' or 'none', "
+                         f"got {self.sandbox_mode!r}")
 
     @property
     def disk_share(self) -> disk_share.DiskShare:

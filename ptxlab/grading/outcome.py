@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..teach.nbgrader_cells import grade_id, is_graded
 from .run_limits import CELL_TIMEOUT, SUBMISSION_TIMEOUT, stop_note
 
 __all__ = ["CheckOutcome", "StudentOutcome", "INFRASTRUCTURE", "read_outcome", "record_failure",
@@ -124,12 +125,11 @@ def failing_reasons(notebook_path: Path) -> dict[str, str]:
         return {}
     reasons: dict[str, str] = {}
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade") or cell.cell_type != "code":
+        if not is_graded(cell) or cell.cell_type != "code":
             continue
         why = _cell_error(cell)
         if why:
-            reasons[meta.get("grade_id", "?")] = why
+            reasons[grade_id(cell) or "?"] = why
     return reasons
 
 
@@ -149,7 +149,7 @@ def check_backends(notebook_path: Path) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for cell in nb.cells:
-        gid = _section(cell, "nbgrader").get("grade_id")
+        gid = grade_id(cell)
         launches = _section(cell, "ptxlab").get("kernel_launches")
         kinds = sorted({l.get("backend") for l in launches if isinstance(l, dict)
                         and isinstance(l.get("backend"), str)}) if isinstance(launches, list) else []
@@ -167,12 +167,11 @@ def other_cell_errors(notebook_path: Path, limit: int = 2) -> list[str]:
         return []
     found = []
     for index, cell in enumerate(nb.cells):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type != "code" or meta.get("grade"):
+        if cell.cell_type != "code" or is_graded(cell):
             continue
         why = _cell_error(cell)
         if why and not why.startswith(_NOT_OWN_ERRORS):
-            found.append(f"{meta.get('grade_id') or f'cell {index + 1}'}: {why}")
+            found.append(f"{grade_id(cell) or f'cell {index + 1}'}: {why}")
     return found[:limit]
 
 
@@ -237,15 +236,15 @@ def record_flags(gradebook, course_root: Path, assignment: str, student: str,
             continue
         for cell in (_read_notebook(path) or {}).get("cells", []):
             verdict = _section(cell, "ptxlab").get("verdict")
-            grade_id = _section(cell, "nbgrader").get("grade_id")
-            if not isinstance(verdict, dict) or not verdict.get("flagged") or not grade_id:
+            gid = grade_id(cell)
+            if not isinstance(verdict, dict) or not verdict.get("flagged") or not gid:
                 continue
             try:
-                grade = gradebook.find_grade(grade_id, nb.name, assignment, student)
+                grade = gradebook.find_grade(gid, nb.name, assignment, student)
             except Exception:               # not a graded cell: nothing to flag there
                 continue
             grade.needs_manual_grade = True
-            flagged.append(grade_id)
+            flagged.append(gid)
             flags = verdict["flagged"] if isinstance(verdict["flagged"], list) else []
             note = "Flagged for manual grading: " + "; ".join(str(f) for f in flags[:3])
             cells = verdict.get("flagged_cells")

@@ -198,23 +198,42 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
     will: in the notebook's kernel for notebooks whose test cells decide, where the judge
     launches kernel answers for notebooks it judges (``assignment`` says which; default: the
     judge's)."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
     from .kernel_manager import SandboxedKernelManager
     from .grading_worker import load_grading_config
 
     t0 = time.monotonic()
     cfg = load_grading_config(course, grading_config)
     settings = SandboxedKernelManager(config=cfg)      # the settings grading's kernels get
+    limits, problem = _sandbox_limits(settings, course, workers)
+    if problem is not None:
+        return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
+    judged_outside = (bool(cfg.get("SandboxedExecute", {}).get("verdicts_by_grader", True))
+                      and _judged_by_the_grader(course, assignment))
+    text, problem = _run_probe_notebook(cfg, judged_outside, timeout_s)
+    if problem is not None:
+        return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
+    line = next((ln for ln in text.splitlines() if ln.startswith(_MARK)), "")
+    if not line:
+        return PreflightResult(problem=f"the probe cell printed nothing it should: {text[-500:]!r}",
+                               seconds=time.monotonic() - t0)
+    backend, device, route = (line[len(_MARK):].strip().split(" | ") + ["", ""])[:3]
+    result = PreflightResult(backend=backend, device=device, route=route,
+                             seconds=time.monotonic() - t0, limits=limits)
+    result.warning = "; ".join(_preflight_warnings(settings, backend, device, route))
+    return result
+
+
+def _sandbox_limits(settings, course: Path, workers: int) -> tuple[str, str | None]:
+    """``(limits, None)``: the limits grading's kernels will run under, worded; or ``("", why)``
+    where the sandbox cannot give them (checked before any kernel starts: that is quicker and
+    says more than a kernel's failed start)."""
     problem = sandbox_problem(settings.sandbox_mode)
     if problem:
-        return PreflightResult(problem=problem, seconds=time.monotonic() - t0)
+        return "", problem
     try:
         limits = settings.enforcement().describe()
     except (RuntimeError, ValueError) as exc:
-        return PreflightResult(problem=str(exc), seconds=time.monotonic() - t0)
+        return "", str(exc)
     # the disk every worker's kernels write to: the submissions' folders and the scratch space
     disk = settings._shared_quota([course, Path(tempfile.gettempdir())],
                                   {WORKERS_ENV: str(workers)})
@@ -224,9 +243,20 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
         try:
             limits += "\n" + describe_account(sandbox_account())
         except (sandbox.SandboxUnavailable, ValueError) as exc:
-            return PreflightResult(problem=str(exc), seconds=time.monotonic() - t0)
-    judged_outside = (bool(cfg.get("SandboxedExecute", {}).get("verdicts_by_grader", True))
-                      and _judged_by_the_grader(course, assignment))
+            return "", str(exc)
+    return limits, None
+
+
+def _run_probe_notebook(cfg, judged_outside: bool, timeout_s: float) -> tuple[str, str | None]:
+    """``(what the probe notebook printed, None)`` once it ran in a sandboxed kernel as grading's
+    notebooks run (then the grader's own probe launch, for notebooks the judge judges); or
+    ``("", why)`` where a step failed. Leaves no kernel, launch service or folder behind."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from .kernel_manager import SandboxedKernelManager
+
     work = Path(tempfile.mkdtemp(prefix="ptxlab-preflight-"))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         _CLIENT_CELL if judged_outside else _PROBE_CELL)])
@@ -243,19 +273,15 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
             nb.cells.append(nbformat.v4.new_code_cell(_grader_probe(cfg, work)))
     except CellExecutionError:
         detail = _outputs_text(nb).strip()[-1500:]
-        return PreflightResult(
-            problem=f"the notebook kernel started, but "
+        return "", (f"the notebook kernel started, but "
                     f"{'its grading client' if judged_outside else 'the probe kernel launch'} "
-                    f"failed in it:\n{detail}", seconds=time.monotonic() - t0)
+                    f"failed in it:\n{detail}")
     except _GraderProbeFailed as exc:
-        return PreflightResult(problem=f"the probe kernel launch failed where the grader launches "
-                                       f"kernel answers: {exc}",
-                               seconds=time.monotonic() - t0)
+        return "", (f"the probe kernel launch failed where the grader launches "
+                    f"kernel answers: {exc}")
     except Exception as exc:  # noqa: BLE001 - a dead kernel, a timeout, a failed start alike
-        return PreflightResult(
-            problem=f"a notebook kernel could not start in the grading sandbox "
-                    f"({type(exc).__name__}: {str(exc).strip()[-1500:]}); {_FIX}",
-            seconds=time.monotonic() - t0)
+        return "", (f"a notebook kernel could not start in the grading sandbox "
+                    f"({type(exc).__name__}: {str(exc).strip()[-1500:]}); {_FIX}")
     finally:
         # A kernel that never started leaves nbclient's exit hook with nothing to clean up.
         atexit.unregister(client._cleanup_kernel)
@@ -263,14 +289,13 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
         # the probe's folder is removed: one still writing there would leave it behind.
         shutdown_launch_services()
         shutil.rmtree(work, ignore_errors=True)
-    text = _outputs_text(nb)
-    line = next((ln for ln in text.splitlines() if ln.startswith(_MARK)), "")
-    if not line:
-        return PreflightResult(problem=f"the probe cell printed nothing it should: {text[-500:]!r}",
-                               seconds=time.monotonic() - t0)
-    backend, device, route = (line[len(_MARK):].strip().split(" | ") + ["", ""])[:3]
-    result = PreflightResult(backend=backend, device=device, route=route,
-                             seconds=time.monotonic() - t0, limits=limits)
+    return _outputs_text(nb), None
+
+
+def _preflight_warnings(settings, backend: str, device: str, route: str) -> list[str]:
+    """What works but slower than it could (the CPU model on a GPU machine, no warm launch
+    service, packages without bytecode, no C preprocessor): grading runs, the operator is
+    told. Compiles the package's own bytecode on the way (the sandbox cannot)."""
     warnings = []
     if backend != "gpu" and settings.gpu and sandbox.gpu_device_nodes():
         warnings.append("this machine has an NVIDIA GPU, but learner kernels run on the CPU "
@@ -293,5 +318,4 @@ def run_preflight(course: Path, grading_config: Path | None = None, *,
         warnings.append("no C preprocessor (cpp) here: a kernel's includes are not checked on "
                         "its preprocessed source, only kept out by the launch service's "
                         "sandbox, which holds no reference kernel (apt-get install cpp)")
-    result.warning = "; ".join(warnings)
-    return result
+    return warnings

@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ..teach.nbgrader_cells import grade_id
+
 __all__ = ["Finding", "reference_names", "find_reference_use", "flagged_answers",
            "include_findings", "import_statements",
            "ALLOWED_INCLUDES"]
@@ -228,8 +230,8 @@ def flagged_answers(cells: Sequence[dict], trusted_sources: set[str], ref: dict[
             tree = ast.parse(source)
         except SyntaxError:
             tree = None
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        c = _Cell(i, f"cell '{grade_id}'" if grade_id else f"code cell {i + 1}", source, tree)
+        gid = grade_id(cell)
+        c = _Cell(i, f"cell '{gid}'" if gid else f"code cell {i + 1}", source, tree)
         if tree is not None:
             c.defines, c.uses = _defined_names(tree), _used_names(tree)
         parsed.append(c)
@@ -240,10 +242,10 @@ def flagged_answers(cells: Sequence[dict], trusted_sources: set[str], ref: dict[
         hits = find_reference_use(c.source, ref)
         lines = c.source.splitlines()
         if hits:
-            grade_id = cells[c.index].get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            gid = grade_id(cells[c.index])
             findings[c.index] = [Finding(c.index, c.name, ln,
                                          lines[ln - 1] if 0 < ln <= len(lines) else "", why,
-                                         grade_id)
+                                         gid)
                                  for ln, why in hits]
     if not findings:
         return {}

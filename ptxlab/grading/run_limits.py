@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..teach.nbgrader_cells import grade_id
+
 if TYPE_CHECKING:                 # the row's readers import this module without nbformat
     from nbformat.notebooknode import NotebookNode
 
@@ -38,9 +40,8 @@ _SLACK_S = 0.5
 
 def cell_name(cell, index: int) -> str:
     """How a row names a cell: its place in the notebook (from 1) and its grade id."""
-    meta = (cell.get("metadata") or {}).get("nbgrader") if isinstance(cell, dict) else None
-    gid = meta.get("grade_id") if isinstance(meta, dict) else None
-    return f"cell {index + 1}" + (f" ({gid})" if isinstance(gid, str) and gid else "")
+    gid = grade_id(cell)
+    return f"cell {index + 1}" + (f" ({gid})" if gid else "")
 
 
 def cell_limit_reason(limit_s: float) -> str:

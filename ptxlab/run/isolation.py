@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import sources
+from .deadline import Deadline
 from .errors import (IsolatedCrash, IsolatedError, IsolatedMemoryExceeded, IsolatedTimeout,
                      IsolationError)
 from .untrusted_files import read_regular, read_tail
@@ -292,17 +293,18 @@ class ForkedChild:
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
             return self.returncode
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._reap(os.WNOHANG):
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+        # With a pidfd, select wakes up as the child ends; without, a short sleep at a time.
+        for wait_s in Deadline(timeout).waits(None if self._pidfd is not None else 0.005):
+            if self._reap(os.WNOHANG):
+                return self.returncode  # type: ignore[return-value]
             if self._pidfd is not None:
                 import select
-                select.select([self._pidfd], [], [], left)
+                select.select([self._pidfd], [], [], wait_s)
             else:
-                time.sleep(min(0.005, left) if left is not None else 0.005)
-        return self.returncode  # type: ignore[return-value]
+                time.sleep(wait_s)  # type: ignore[arg-type]
+        if self._reap(os.WNOHANG):  # as Popen.wait: a child that has ended is never late
+            return self.returncode  # type: ignore[return-value]
+        raise subprocess.TimeoutExpired(str(self.pid), timeout)
 
     def kill(self) -> None:
         if self.returncode is None:
@@ -359,16 +361,12 @@ def _watch(proc: subprocess.Popen | ForkedChild, timeout_s: float, memory_mb: in
     No helper thread: the caller may be a kernel whose memory a learner has used up, where a
     new thread cannot start.
     """
-    deadline = time.monotonic() + timeout_s
-    verdict = "done"
+    verdict = "timeout"           # unless the loop below ends before the deadline
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                verdict = "timeout"
-                break
+        for wait_s in Deadline(timeout_s).waits(POLL_S):
             try:
-                proc.wait(timeout=min(POLL_S, left))
+                proc.wait(timeout=wait_s)
+                verdict = "done"
                 break
             except subprocess.TimeoutExpired:
                 pass

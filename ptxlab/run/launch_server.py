@@ -46,12 +46,12 @@ import socketserver
 import struct
 import sys
 import tempfile
-import time
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from . import in_process
+from .deadline import Deadline
 from .errors import RequestRefused
 from .isolation import (POLL_S, TAIL_CHARS, ForkedChild, Reply, default_memory_mb,
                         default_timeout_s, describe_exit, over_memory, pickled_exception)
@@ -241,9 +241,8 @@ class _Executor:
     def wait_ready(self, timeout_s: float) -> bool:
         if self.ready:
             return True
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.conn.poll(0.05):
+        for wait_s in Deadline(timeout_s).waits(0.05):
+            if self.conn.poll(wait_s):
                 try:
                     kind, info = self.conn.recv()
                 except (EOFError, OSError):
@@ -422,15 +421,10 @@ class _Handler(socketserver.BaseRequestHandler):
             server.replace_executor()
             return {**base, "verdict": "unavailable", "message": "the executor was gone"}, b""
         note: dict = {}
-        deadline = time.monotonic() + timeout_s
-        verdict, body = "crash", b""
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                verdict = "timeout"
-                break
+        verdict, body = "timeout", b""   # unless the loop below ends before the deadline
+        for wait_s in Deadline(timeout_s).waits(POLL_S):
             try:
-                if ex.conn.poll(min(POLL_S, left)):
+                if ex.conn.poll(wait_s):
                     kind, value = ex.conn.recv()
                     if kind == "note":
                         note = value

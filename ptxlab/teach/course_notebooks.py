@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..run import sources
+from .nbgrader_cells import is_graded, is_solution, nbgrader_meta
 
 __all__ = ["PercentCell", "percent_cells", "percent_to_notebook", "notebook_to_percent", "build_all", "check_sync",
            "stripped", "execute", "COURSE_DIR", "assignments"]
@@ -111,7 +112,7 @@ def percent_to_notebook(text: str):
     nb = nbf.v4.new_notebook(cells=cells)
     nb.metadata = {"kernelspec": dict(KERNELSPEC),
                    "language_info": {"name": "python"}}
-    ids = [c.metadata["nbgrader"]["grade_id"] for c in cells if "nbgrader" in c.metadata]
+    ids = [nbgrader_meta(c)["grade_id"] for c in cells if nbgrader_meta(c)]
     dup = {x for x in ids if ids.count(x) > 1}
     if dup:
         raise ValueError(f"grade ids used twice: {sorted(dup)}")
@@ -126,10 +127,10 @@ def notebook_to_percent(nb) -> str:
             out.append("# %% [markdown]")
             out += [("# " + l) if l else "#" for l in cell.source.split("\n")]
         else:
-            meta = cell.metadata.get("nbgrader", {})
-            if meta.get("solution"):
+            meta = nbgrader_meta(cell)
+            if is_solution(cell):
                 out.append(f"# %% solution id={meta['grade_id']}")
-            elif meta.get("grade"):
+            elif is_graded(cell):
                 out.append(f"# %% tests id={meta['grade_id']} points={int(meta.get('points', 1))}")
             else:
                 out.append("# %%")
@@ -249,10 +250,10 @@ def execute(path: Path, *, timeout: int = 600, allow_errors: bool = False, cwd: 
     seconds = time.perf_counter() - start
     grades = {}
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade"):
+        if is_graded(cell):
             err = _first_error(cell)
-            grades[meta["grade_id"]] = "ok" if err is None and cell.get("outputs") is not None else err
+            ran = err is None and cell.get("outputs") is not None
+            grades[nbgrader_meta(cell)["grade_id"]] = "ok" if ran else err
     return ExecutionReport(path.stem, not error, seconds, error, grades, _backend_of(nb), nb)
 
 

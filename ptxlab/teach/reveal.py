@@ -16,6 +16,7 @@ from typing import Protocol
 from ..run import sources
 from . import progress_store
 from .graded import graded_outside
+from .nbgrader_cells import is_solution
 
 __all__ = ["reveal", "solution_text"]
 
@@ -43,11 +44,11 @@ def solution_text(attribute: str, notebook: str, course: Path) -> str | None:
     cells = nb["cells"]
     call = re.compile(rf"\bex\.{re.escape(attribute)}\.(check|grade)\(")
     for i, cell in enumerate(cells):
-        if not cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        if not is_solution(cell):
             continue
         following = []
         for later in cells[i + 1:]:
-            if later.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            if is_solution(later):
                 break
             following.append("".join(later.get("source", "")))
         if any(call.search(text) for text in following):

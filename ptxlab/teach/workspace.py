@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..run import sources
+from .nbgrader_cells import grade_id
 
 __all__ = ["WorkspaceReport", "prepare_workspace", "default_course_dir", "STATE_DIR",
            "UPSTREAM_NOTE_KEY"]
@@ -111,17 +112,16 @@ def _generate_student_versions(course: Path, out: Path) -> Path:
 
 
 def _cell_name(cell: dict, index: int) -> str:
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    if grade_id:
-        return f"`{grade_id}`"
+    gid = grade_id(cell)
+    if gid:
+        return f"`{gid}`"
     first = next((line.strip("# ").strip() for line in "".join(cell.get("source", "")).splitlines()
                   if line.strip()), "")
     return f"cell {index + 1}" + (f" ({first[:50]})" if first else "")
 
 
 def _cell_key(cell: dict, index: int) -> str:
-    return (cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            or cell.get("id") or f"#{index}")
+    return grade_id(cell) or cell.get("id") or f"#{index}"
 
 
 def changed_cells(old: dict, new: dict) -> list[str]:
