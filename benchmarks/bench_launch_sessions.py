@@ -81,7 +81,7 @@ def _env() -> dict[str, str]:
 
 
 def tile_case():
-    from ptxlab.teach import course_cases
+    from ptxlab.authoring import course_cases
 
     cases = [c for c in course_cases.kernel_cases(np.random.default_rng(0))
              if c.name.startswith("06")]

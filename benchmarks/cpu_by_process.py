@@ -27,7 +27,7 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("grading worker", ("ptxlab.grading.grading_worker",)),
     ("sandbox (bwrap)", ("bwrap",)),
     ("compiler", ("nvcc", "cicc", "ptxas", "fatbinary", "cudafe", "gcc", "cc1plus")),
-    ("grade driver", ("ptxlab grade", "ptxlab.grading.cli", "bin/ptxlab")),
+    ("grade driver", ("ptxlab grade", "ptxlab.cli.grade", "bin/ptxlab")),
 )
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

@@ -7,8 +7,9 @@ is checked by import-linter, see ``docs/architecture.md``):
 * ``ptxlab.model``   -- layouts, the emulator, the tensor-core arithmetic, the bank model
 * ``ptxlab.run``     -- running kernels: GPU (CuPy) and CPU (the PTX interpreter), isolation
 * ``ptxlab.teach``   -- checks, pictures, widgets, the course's exercises
+* ``ptxlab.authoring`` -- the course's production and QA tools (notebooks, workspace, mutants)
 * ``ptxlab.grading`` and ``ptxlab.bench`` -- the instructor's grader, the capstone benchmark
-* ``ptxlab.cli``     -- the ``ptxlab`` command
+* ``ptxlab.cli``     -- the ``ptxlab`` command, one module per subcommand
 
 This file is the learner's face of the package: the short names the notebooks use
 (``from ptxlab import layouts, emulator, backends, widgets``, ``from ptxlab.exercises import

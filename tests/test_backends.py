@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ptxlab import backends, gpu
-from ptxlab.run import in_process, isolation, reference_cases as rc, status_cli
+from ptxlab.cli import status as status_cli
+from ptxlab.run import in_process, isolation, reference_cases as rc
 
 STMATRIX_SRC = '#include "stmatrix.cuh"\nextern "C" __global__ void k(unsigned* r) { ptxlab::stmatrix_x1(0u, {r[0]}); }'
 PLAIN_SRC = 'extern "C" __global__ void k(int* p) { p[threadIdx.x] += 1; }'

@@ -8,7 +8,7 @@ import pkgutil
 import numpy as np
 
 import ptxlab.exercises
-from ptxlab.teach import course_cases
+from ptxlab.authoring import course_cases
 from ptxlab.exercises.base import Exercise
 from ptxlab.exercises.kernel_exercise import KernelExercise
 

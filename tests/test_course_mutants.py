@@ -1,7 +1,7 @@
 """The mutation harness over every exercise of the course: no plausible wrong answer may pass the
 notebook's visible check and then fail the hidden tests (an escape), and the harness can see one.
 
-``test_no_mutant_escapes`` runs the whole harness (``ptxlab.teach.mutants``, as
+``test_no_mutant_escapes`` runs the whole harness (``ptxlab.authoring.mutants``, as
 ``scripts/course_mutants.py`` does for the report, without the extra evidence seeds): every
 mutant of every solution cell of ``course/text/*.py``.
 """
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from ptxlab.run import backends
-from ptxlab.teach import mutants
-from ptxlab.teach.course_cases import SolutionCell, solution_cells
+from ptxlab.authoring import mutants
+from ptxlab.authoring.course_cases import SolutionCell, solution_cells
 from ptxlab.teach.exercises.base import ChoiceExercise, FunctionExercise
 from ptxlab.teach.exercises.kernel_exercise import KernelExercise
 
@@ -44,7 +44,7 @@ def assert_no_escapes(results: list[mutants.ExerciseResult]) -> None:
     assert not gone, f"these no longer escape, take them off KNOWN_ESCAPES: {gone}"
 
 
-RUN_COURSE = ("import pickle, sys; from ptxlab.teach import mutants; "
+RUN_COURSE = ("import pickle, sys; from ptxlab.authoring import mutants; "
               "open(sys.argv[1], 'wb').write(pickle.dumps("
               "mutants.run_course(workers=2, evidence=False, progress=None)))")
 

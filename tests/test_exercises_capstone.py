@@ -112,7 +112,7 @@ def test_k_loop_mistakes_change_the_result():
 
 def _course_solution(key: str) -> str:
     """The notebook's own solution source of a kernel exercise (one copy of the kernel)."""
-    from ptxlab.teach import course_cases
+    from ptxlab.authoring import course_cases
 
     return next(src for _, exercise, src in course_cases.solution_kernels() if exercise.key == key)
 
@@ -239,7 +239,7 @@ def test_comparison_rows_from_the_committed_report():
 
 
 def test_performance_without_gpu_shows_the_committed_report(monkeypatch):
-    from ptxlab.bench import cli
+    from ptxlab.bench import collect as cli
     monkeypatch.setattr(cli, "gpu_problem", lambda: "no GPU in this test")
     view = nb.performance()
     assert not view.measured_now
@@ -253,7 +253,7 @@ def test_performance_without_gpu_shows_the_committed_report(monkeypatch):
 
 
 def test_performance_without_a_report(monkeypatch, tmp_path):
-    from ptxlab.bench import cli
+    from ptxlab.bench import collect as cli
     monkeypatch.setattr(cli, "gpu_problem", lambda: "no GPU")
     view = nb.performance(folder=tmp_path)
     assert not view.rows and "no committed capstone report" in view.note
@@ -301,7 +301,7 @@ def test_fresh_results_compare_ours_with_cublas_and_copy():
 
 
 def test_fresh_results_without_cutlass_say_why(monkeypatch):
-    from ptxlab.bench import cli, runs
+    from ptxlab.bench import collect as cli, runs
     fake = FakeRuns()
     monkeypatch.setattr(fake, "peer_kernels",
                         lambda configs, log=print: ([], {"measured": False,
@@ -316,7 +316,7 @@ def test_fresh_results_without_cutlass_say_why(monkeypatch):
 
 
 def test_performance_with_a_gpu_measures_now(monkeypatch):
-    from ptxlab.bench import cli, runs
+    from ptxlab.bench import collect as cli, runs
     monkeypatch.setattr(cli, "gpu_problem", lambda: None)
     fake = FakeRuns()
     for name in ("device_info", "cublas_run", "gemm_run", "copy_run", "cupy_transpose_run",

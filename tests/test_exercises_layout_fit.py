@@ -7,7 +7,7 @@ import pytest
 from ptxlab.exercises import layout_fit as ex
 from ptxlab.model.layout_fit import fit_copy
 from ptxlab.run import backends
-from ptxlab.teach.course_cases import solution_kernels
+from ptxlab.authoring.course_cases import solution_kernels
 
 #: The kernel learners are asked to write, as the notebook's solution cell has it
 #: (course/text/10_layout_fit.py).

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ptxlab import emulator, layouts
-from ptxlab.teach.course_cases import solution_kernels
+from ptxlab.authoring.course_cases import solution_kernels
 from ptxlab.exercises import movmatrix as ex
 from ptxlab.exercises import tiles
 

@@ -112,7 +112,8 @@ def test_the_documented_limits_are_the_ones_that_hold(monkeypatch):
     the figures the README gives."""
     import argparse
 
-    from ptxlab.grading import cli, worker_handle
+    from ptxlab.cli import grade as cli
+    from ptxlab.grading import worker_handle
     from ptxlab.grading.grading_worker import load_grading_config
 
     for name in ("PTXLAB_CELL_TIMEOUT_S", "PTXLAB_GRADING_CONFIG"):

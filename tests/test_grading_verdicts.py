@@ -179,8 +179,8 @@ def test_every_kernel_exercise_gets_values_no_table_can_hold():
     solution still passes on them."""
     import nbformat
 
-    from ptxlab.teach.course_cases import solution_kernels
-    from ptxlab.teach.course_notebooks import COURSE_DIR, assignments, notebook_path
+    from ptxlab.authoring.course_cases import solution_kernels
+    from ptxlab.authoring.course_notebooks import COURSE_DIR, assignments, notebook_path
 
     kernels = solution_kernels()
     hidden_calls = set()
@@ -213,7 +213,7 @@ def test_no_solution_of_the_course_is_flagged():
     what an honest learner writes: none may be flagged."""
     import nbformat
 
-    from ptxlab.teach.course_notebooks import COURSE_DIR, assignments, notebook_path
+    from ptxlab.authoring.course_notebooks import COURSE_DIR, assignments, notebook_path
 
     for name in assignments(COURSE_DIR):
         nb = nbformat.read(str(notebook_path(name, COURSE_DIR)), as_version=4)
@@ -235,7 +235,7 @@ def test_every_answer_function_of_the_course_is_asked_all_it_is_judged_on():
     from types import SimpleNamespace
 
     from ptxlab.teach.answers import missing_questions
-    from ptxlab.teach.course_cases import solution_cells
+    from ptxlab.authoring.course_cases import solution_cells
 
     checked = 0
     for cell in solution_cells():

@@ -134,11 +134,7 @@ def _parts() -> list[str]:
 
 
 #: Parts of ptxlab that still hold a cycle, with the modules in it.
-KNOWN_CYCLES = {
-    "ptxlab.grading": "cycle ptxlab.grading.sandbox <-> sandbox_account, sandbox_etc: sandbox "
-                      "imports both (inside functions, under TYPE_CHECKING), they import "
-                      "sandbox back (SandboxUnavailable, SANDBOX_HOSTNAME)",
-}
+KNOWN_CYCLES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("part", [

@@ -96,7 +96,7 @@ def test_unanswered_or_reshaped_sources_get_a_sentence(answer):
 
 
 def test_without_a_gpu_it_is_checked_and_shown_with_the_committed_figures(answer, monkeypatch):
-    from ptxlab.bench import cli
+    from ptxlab.bench import collect as cli
     monkeypatch.setattr(cli, "gpu_problem", lambda: "no GPU in this test")
     view = nb.time_my_gemm(answer)
     assert view.ok and "is right at 128x128x128 on CPU model" in view.note
@@ -114,7 +114,7 @@ def test_without_a_gpu_it_is_checked_and_shown_with_the_committed_figures(answer
 
 
 def test_a_wrong_loop_is_not_timed(answer, monkeypatch):
-    from ptxlab.bench import cli
+    from ptxlab.bench import collect as cli
     monkeypatch.setattr(cli, "gpu_problem", lambda: None)   # would time, if it were right
     bad = answer.replace("mma_f16_f32(acc[0], a, b[0], b[1]);", "")
     view = nb.time_my_gemm(bad)
@@ -139,7 +139,7 @@ class FakeRuns:
 
 
 def test_with_a_gpu_it_is_timed_beside_ours_and_cublas(answer, monkeypatch):
-    from ptxlab.bench import cli, runs
+    from ptxlab.bench import collect as cli, runs
     fake = FakeRuns()
     monkeypatch.setattr(cli, "gpu_problem", lambda: None)
     for name in ("device_info", "gemm_run", "cublas_run"):
@@ -153,7 +153,7 @@ def test_with_a_gpu_it_is_timed_beside_ours_and_cublas(answer, monkeypatch):
 
 
 def test_under_the_grader_nothing_is_run_or_timed(answer, monkeypatch):
-    from ptxlab.bench import cli, learner_gemm, runs
+    from ptxlab.bench import collect as cli, learner_gemm, runs
     monkeypatch.setenv(GRADED_BY_GRADER_ENV, "1")
     monkeypatch.setattr(cli, "gpu_problem", lambda: None)
     monkeypatch.setattr(runs, "gemm_run", lambda *a, **k: pytest.fail("timed under the grader"))

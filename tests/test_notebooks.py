@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from ptxlab.teach import course_notebooks as nt
+from ptxlab.authoring import course_notebooks as nt
 
 NAMES = nt.assignments()
 

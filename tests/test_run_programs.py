@@ -316,7 +316,7 @@ int main() {
 
 
 def test_status_says_how_whole_programs_are_built(capsys):
-    from ptxlab.run import status_cli
+    from ptxlab.cli import status as status_cli
 
     ok, line = status_cli.whole_programs()
     assert ok and "nvcc" in line

@@ -168,7 +168,7 @@ def test_lane_player_picture_survives_a_static_export(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbclient")
     nbconvert = pytest.importorskip("nbconvert")
-    from ptxlab.teach import course_notebooks as nt
+    from ptxlab.authoring import course_notebooks as nt
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",

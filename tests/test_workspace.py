@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ptxlab.teach.course_notebooks import assignments
-from ptxlab.teach.workspace import UPSTREAM_NOTE_KEY, prepare_workspace
+from ptxlab.authoring.course_notebooks import assignments
+from ptxlab.authoring.workspace import UPSTREAM_NOTE_KEY, prepare_workspace
 
 pytest.importorskip("nbgrader")
 

@@ -205,7 +205,7 @@ def gemm_from_k_loop(source: str, warps_m: int = 4) -> LearnerGemm:
 def course_solution() -> LearnerGemm:
     """The course's own answer to exercise 3 as a GEMM (read from the notebook's text form):
     what a learner's correct loop gives, measured by ``ptxlab bench``."""
-    from ..teach import course_cases
+    from ..authoring import course_cases
 
     for _, exercise, source in course_cases.solution_kernels():
         if exercise.key == K_LOOP_EXERCISE:

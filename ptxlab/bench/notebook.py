@@ -377,7 +377,7 @@ def performance(*, fresh: bool | None = None, gemm_sizes=(2048, 4096),
     (``fresh=None``: decide automatically), else, and always while the grader runs the notebook,
     the committed H100 report, labelled so."""
     from ..teach.graded import graded_outside
-    from .cli import gpu_problem
+    from .collect import gpu_problem
 
     if fresh is False:
         return _committed_view(folder, "a fresh measurement was not asked for")
@@ -527,7 +527,7 @@ def time_my_gemm(k_loop_source: str, sizes=(2048, 4096), *, warps_m: int = 4,
     Without a GPU it is checked but not timed; while the grader runs the notebook, neither."""
     from ..teach.graded import graded_outside
     from . import learner_gemm
-    from .cli import gpu_problem
+    from .collect import gpu_problem
 
     if graded_outside():   # the grades come from the exercises; nothing here is scored
         return LearnerGemmView("Not checked or timed while the grader runs this notebook.")

@@ -19,7 +19,7 @@ Which side of the sandbox each module is on:
 * **the batch**: :mod:`~ptxlab.grading.batch` (ledger, progress) over a pool,
   :mod:`~ptxlab.grading.local_pool` or :mod:`~ptxlab.grading.dask_pool` (with
   :mod:`~ptxlab.grading.dask_task` on each Dask worker), all behind
-  :mod:`~ptxlab.grading.options`; :mod:`~ptxlab.grading.cli` and
+  :mod:`~ptxlab.grading.options`; :mod:`~ptxlab.cli.grade` and
   :mod:`~ptxlab.grading.report` for the instructor.
 
 Submodules are imported on demand; importing this package loads neither nbgrader nor CuPy.

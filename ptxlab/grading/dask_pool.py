@@ -1,7 +1,7 @@
 """``ptxlab grade --scheduler ADDRESS``: the head's side of grading on a Dask cluster.
 
 The head keeps everything that must exist once: the ledger, the gradebook, the CSV and the
-summary (written by :mod:`ptxlab.grading.batch` and :mod:`ptxlab.grading.cli` as on one
+summary (written by :mod:`ptxlab.grading.batch` and :mod:`ptxlab.cli.grade` as on one
 machine). Every task carries the course (each worker unpacks it once) and one student's
 submitted folder, as data;
 each Dask worker grades in its own sandbox on its own GPU or CPU model

@@ -30,7 +30,7 @@ _OS_FAULTS = {
 
 def _fault_of(exc: BaseException) -> str | None:
     from ..run.errors import GpuMemoryExhausted, ServiceUnavailable
-    from .sandbox import SandboxUnavailable
+    from .sandbox_errors import SandboxUnavailable
 
     if isinstance(exc, KernelStartFailed):
         return "the notebook kernel did not start"

@@ -32,7 +32,7 @@ __all__ = ["Finding", "reference_names", "find_reference_use", "flagged_answers"
 
 #: Modules whose contents are the course's answers.
 _REFERENCE_PREFIXES = ("ptxlab.model", "ptxlab.teach.exercises", "ptxlab.teach.checks",
-                       "ptxlab.teach.course_cases", "ptxlab.teach.answers",
+                       "ptxlab.authoring.course_cases", "ptxlab.teach.answers",
                        "ptxlab.run.reference_cases")
 #: Builtins that reach objects by a computed name, run text as code, or read files.
 _ESCAPE_CALLS = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "open",

@@ -43,6 +43,9 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .sandbox_errors import SandboxUnavailable
+from .sandbox_etc import SANDBOX_HOSTNAME
+
 if TYPE_CHECKING:
     from .sandbox_account import SandboxAccount
 
@@ -55,14 +58,8 @@ __all__ = ["SandboxPolicy", "SandboxUnavailable", "SandboxLaunch", "bwrap_binary
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 #: The user the kernel is inside its namespace (nobody), when the grader is not root.
 SANDBOX_UID = 65534
-#: The host name inside every sandbox.
-SANDBOX_HOSTNAME = "grading"
 #: Environment variable carrying the kernel's own limits to ``ptxlab.grading.kernel_boot``.
 KERNEL_LIMITS_ENV = "PTXLAB_KERNEL_LIMITS"
-
-
-class SandboxUnavailable(RuntimeError):
-    """No working ``bwrap`` here; the message says how to install it."""
 
 
 @dataclass

@@ -85,7 +85,7 @@ def sandbox_account() -> SandboxAccount | None:
     named = os.environ.get(ACCOUNT_ENV, "").strip()
     if named:
         return _parse(named)
-    from .sandbox import SandboxUnavailable
+    from .sandbox_errors import SandboxUnavailable
 
     try:
         owner = pwd.getpwuid(DEFAULT_ID).pw_name

@@ -33,10 +33,10 @@ pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install n
 if not CHROMIUM.exists():
     pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
 
-from ptxlab.teach import course_notebooks as nt  # noqa: E402
+from ptxlab.authoring import course_notebooks as nt  # noqa: E402
 from ptxlab.teach.checks import NOT_IMPLEMENTED  # noqa: E402
-from ptxlab.teach.open_cli import learner_config  # noqa: E402
-from ptxlab.teach.workspace import prepare_workspace  # noqa: E402
+from ptxlab.cli.open_course import learner_config  # noqa: E402
+from ptxlab.authoring.workspace import prepare_workspace  # noqa: E402
 
 pytestmark = pytest.mark.timeout(420)   # measured: about 2 minutes on 2 cores
 WINDOW = {"width": 1280, "height": 800}

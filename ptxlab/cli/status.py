@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import backends, gpu
-from .programs import toolchain
+from ..run import backends, gpu
+from ..run.programs import toolchain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

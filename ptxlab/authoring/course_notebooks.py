@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..run import sources
-from .nbgrader_cells import is_graded, is_solution, nbgrader_meta
+from ..teach.nbgrader_cells import is_graded, is_solution, nbgrader_meta
 
 __all__ = ["PercentCell", "percent_cells", "percent_to_notebook", "notebook_to_percent", "build_all", "check_sync",
            "stripped", "execute", "COURSE_DIR", "assignments"]

@@ -17,10 +17,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .batch import BatchBusy, GraderDiskFull, grade_batch
-from .options import BatchOptions, BatchResult, default_workers
-from .preflight import run_preflight
-from .report import flagged_students, write_csv, write_plot, write_summary
+from ..grading.batch import BatchBusy, GraderDiskFull, grade_batch
+from ..grading.options import BatchOptions, BatchResult, default_workers
+from ..grading.preflight import run_preflight
+from ..grading.report import flagged_students, write_csv, write_plot, write_summary
 
 __all__ = ["add_arguments", "run"]
 

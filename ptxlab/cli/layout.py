@@ -12,7 +12,7 @@ import sys
 from typing import Any, Callable
 
 from ..model import matrix_forms
-from . import layout_table
+from ..teach import layout_table
 
 
 def _forms_help() -> str:

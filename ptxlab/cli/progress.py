@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from ..run import sources
-from .progress_report import text_report
-from .progress_store import progress_file
+from ..teach.progress_report import text_report
+from ..teach.progress_store import progress_file
 
 __all__ = ["add_arguments", "run"]
 

@@ -1,4 +1,5 @@
-"""``ptxlab bench``: run the capstone kernels and their ceilings on a GPU and write the report."""
+"""What ``ptxlab bench`` measures: the capstone kernels, their peers and their ceilings on a GPU,
+collected into the record its report is written from (the command is ``ptxlab.cli.bench``)."""
 from __future__ import annotations
 
 import argparse
@@ -11,28 +12,6 @@ from .timing import GEMM_WARMUP_MS, ROUND_ORDERS
 DEFAULT_OUT = Path("reports/capstone")
 GEMM_SIZES = (1024, 2048, 4096, 8192)
 TRANSPOSE_SIZES = (2048, 4096, 8192, 16384)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"folder for REPORT.md, report.json and plots (default {DEFAULT_OUT})")
-    parser.add_argument("--gemm-sizes", type=int, nargs="+", default=list(GEMM_SIZES),
-                        metavar="N", help="square GEMM sizes M=N=K")
-    parser.add_argument("--transpose-sizes", type=int, nargs="+", default=list(TRANSPOSE_SIZES),
-                        metavar="N", help="square transpose sizes")
-    parser.add_argument("--no-ncu", action="store_true",
-                        help="skip Nsight Compute (the GEMM profiles and the bank-conflict study)")
-    parser.add_argument("--no-peer", action="store_true",
-                        help="skip CUTLASS's GEMM (built with nvcc from the CUTLASS headers)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds of ours, CUTLASS and cuBLAS per size (default 5)")
-    parser.add_argument("--order", choices=ROUND_ORDERS, default="balanced",
-                        help="order of the jobs in each round: balanced (every kernel follows "
-                             "every other equally often; the default) or rotate (cyclic)")
-    parser.add_argument("--warmup-ms", type=float, default=GEMM_WARMUP_MS,
-                        help="milliseconds each GEMM runs before it is timed "
-                             f"(default {GEMM_WARMUP_MS:.0f})")
-    parser.add_argument("--notes", default="", help="free text added to the report")
 
 
 def gpu_problem() -> str | None:
@@ -211,19 +190,3 @@ def _record_line(r: dict) -> str:
     clock = f", {r['nvml_sm_clock_mhz']:.0f} MHz" if r.get("nvml_sm_clock_mhz") else ""
     return (f"  round {r.get('round', 0)}: {r.get('kernel')} {r.get('config', '')} "
             f"[{r.get('variant')}] {r['m']}^3: {r['tflops']:.1f} TFLOP/s{err}{clock}")
-
-
-def run(args: argparse.Namespace) -> int:
-    problem = gpu_problem()
-    if problem:
-        print(f"ptxlab bench needs a CUDA GPU (sm_90) with CuPy: {problem}", file=sys.stderr)
-        return 2
-    from . import report
-
-    res = collect(args)
-    for line in report.table_lines(res):
-        print(line)
-    written = report.write(res, args.out)
-    print("wrote " + ", ".join(str(p) for p in written))
-    failed = [r for r in report.summary_rows(res) if r.get("correct") is False]
-    return 1 if failed else 0

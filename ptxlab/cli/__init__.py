@@ -1,4 +1,7 @@
-"""The ``ptxlab`` command: one entry point, each subcommand owned by the module that does the job."""
+"""The ``ptxlab`` command: every subcommand a module of this folder, each a thin front on the
+layer that does the job (``status`` and ``run`` on ``ptxlab.run``, ``open``, ``progress`` and
+``layout`` on ``ptxlab.teach``, ``fit`` on ``ptxlab.model``, ``grade`` on ``ptxlab.grading``,
+``bench`` on ``ptxlab.bench``); this module only dispatches."""
 from __future__ import annotations
 
 import argparse
@@ -7,21 +10,21 @@ import sys
 
 # subcommand -> (module, help). Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "status": ("ptxlab.run.status_cli", "which backend runs kernels here (GPU or the CPU model)"),
-    "open": ("ptxlab.teach.open_cli", "open the course in JupyterLab: your workspace of student "
+    "status": ("ptxlab.cli.status", "which backend runs kernels here (GPU or the CPU model)"),
+    "open": ("ptxlab.cli.open_course", "open the course in JupyterLab: your workspace of student "
                                       "notebooks (--instructor: the course source)"),
-    "progress": ("ptxlab.teach.progress_cli", "your exercises: passed, attempted, not started"),
-    "layout": ("ptxlab.teach.layout_cli", "what an ldmatrix/stmatrix/movmatrix form does: which "
+    "progress": ("ptxlab.cli.progress", "your exercises: passed, attempted, not started"),
+    "layout": ("ptxlab.cli.layout", "what an ldmatrix/stmatrix/movmatrix form does: which "
                                           "lane gives which row address, which lane/register/byte "
                                           "gets which row and column (old m8n8 and sm_100a-class "
                                           ".b8/packed forms)"),
-    "run": ("ptxlab.run.program_cli", "build and run a whole CUDA program as printed (host main, "
+    "run": ("ptxlab.cli.run_program", "build and run a whole CUDA program as printed (host main, "
                                       "launches, printf) on the GPU or on the CPU model"),
-    "grade": ("ptxlab.grading.cli", "autograde every collected submission of an assignment"),
-    "bench": ("ptxlab.bench.cli", "run the capstone benchmarks on a GPU and write a report"),
+    "grade": ("ptxlab.cli.grade", "autograde every collected submission of an assignment"),
+    "bench": ("ptxlab.cli.bench", "run the capstone benchmarks on a GPU and write a report"),
 }
 # The layout-fit rule: does a register<->shared copy lower to ldmatrix/stmatrix?
-SUBCOMMANDS["fit"] = ("ptxlab.model.fit_cli", "will a register<->shared copy (two CuTe layouts) "
+SUBCOMMANDS["fit"] = ("ptxlab.cli.fit", "will a register<->shared copy (two CuTe layouts) "
                                               "lower to ldmatrix/stmatrix, and how")
 
 

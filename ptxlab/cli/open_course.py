@@ -1,7 +1,7 @@
 """``ptxlab open``: JupyterLab on the learner's workspace (or, for instructors, the course source).
 
 A learner gets the student version of every notebook in a folder of their own
-(:mod:`ptxlab.teach.workspace`, ``workspace/`` of the checkout by default), and a JupyterLab
+(:mod:`ptxlab.authoring.workspace`, ``workspace/`` of the checkout by default), and a JupyterLab
 without nbgrader's instructor tools (creating assignments, the formgrader, the course and
 assignment lists of a class); nbgrader's "Validate" stays. ``--instructor`` opens
 ``course/source/`` with everything, as the course's authors work.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..run import sources
-from .workspace import STATE_DIR, default_course_dir, prepare_workspace
+from ..authoring.workspace import STATE_DIR, default_course_dir, prepare_workspace
 
 __all__ = ["add_arguments", "run", "jupyter_command", "learner_config"]
 

@@ -5,8 +5,8 @@ import argparse
 import json
 import sys
 
-from .cute_layout import LayoutSyntaxError
-from .layout_fit import DTYPE_BITS, fit_copy
+from ..model.cute_layout import LayoutSyntaxError
+from ..model.layout_fit import DTYPE_BITS, fit_copy
 
 __all__ = ["add_arguments", "run"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..run import sources
-from .nbgrader_cells import grade_id
+from ..teach.nbgrader_cells import grade_id
 
 __all__ = ["WorkspaceReport", "prepare_workspace", "default_course_dir", "STATE_DIR",
            "UPSTREAM_NOTE_KEY"]

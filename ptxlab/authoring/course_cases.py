@@ -6,7 +6,7 @@ the answer (a function, or ``NAME = r\"\"\"<CUDA>\"\"\"`` for a kernel) and chec
 ``<alias>.<exercise>.check(NAME)``, where ``<alias>`` is a module of ``ptxlab.exercises`` the
 notebook imports. This module reads those cells and finds the exercise each one answers, so the
 CPU-vs-GPU comparison runs exactly the kernels learners are asked to write, and the mutation
-harness (:mod:`ptxlab.teach.mutants`) varies exactly the answers they are asked to give. Nothing
+harness (:mod:`ptxlab.authoring.mutants`) varies exactly the answers they are asked to give. Nothing
 here lists the exercises: a new solution cell is found by reading the text forms.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 from ..run import sources
 from ..run.backends import KernelCase
 from .course_notebooks import percent_cells
-from .exercises.base import Exercise
-from .exercises.kernel_exercise import KernelExercise
+from ..teach.exercises.base import Exercise
+from ..teach.exercises.kernel_exercise import KernelExercise
 
 __all__ = ["SolutionCell", "solution_cells", "kernel_cases", "solution_kernels", "TEXT_DIR"]
 

@@ -4,7 +4,7 @@ A PASSED in the notebook must predict the hidden tests: an answer the visible ch
 the hidden tests reject (an *escape*) only shows at grading time, when the learner can no longer
 act on it. So the visible cases have to be wide enough to kill the plausible wrong answers. This
 module makes such answers from each solution of ``course/text/*.py`` (found by
-:func:`ptxlab.teach.course_cases.solution_cells`, never from a list) by one small change each,
+:func:`ptxlab.authoring.course_cases.solution_cells`, never from a list) by one small change each,
 the kind a learner makes:
 
 * Python answers: the solution region's syntax tree with an operator swapped, an integer
@@ -48,8 +48,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .course_cases import SolutionCell, solution_cells
-from .exercises.base import ChoiceExercise, grading_seed
-from .exercises.kernel_exercise import KernelExercise
+from ..teach.exercises.base import ChoiceExercise, grading_seed
+from ..teach.exercises.kernel_exercise import KernelExercise
 
 __all__ = ["Mutant", "Outcome", "ExerciseResult", "GRADING_SEEDS", "KERNEL_SAMPLE",
            "kind_of", "make_mutants", "classify", "run_cell", "run_course"]

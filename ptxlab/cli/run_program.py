@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .programs import runner, toolchain
+from ..run.programs import runner, toolchain
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,6 @@
+"""``python -m ptxlab.cli``: the ``ptxlab`` command."""
+import sys
+
+from . import main
+
+sys.exit(main())
