@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 
 from ptxlab.run import gpu, reference_cases as rc  # noqa: E402
 from ptxlab.run.backends import KernelCase  # noqa: E402
-from ptxlab.teach import course_cases  # noqa: E402
+from ptxlab.authoring import course_cases  # noqa: E402
 from ptxlab.bench import cases as capstone_cases  # noqa: E402
 from ptxlab.bench.bank_study import REPS, STUDY, kernel_source  # noqa: E402
 from ptxlab.bench.kernels import mma_peak_source  # noqa: E402

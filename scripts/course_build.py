@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ptxlab.teach import course_notebooks as nt  # noqa: E402
+from ptxlab.authoring import course_notebooks as nt  # noqa: E402
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ptxlab.teach import course_notebooks as nt  # noqa: E402
+from ptxlab.authoring import course_notebooks as nt  # noqa: E402
 
 
 def _describe_backend() -> str:

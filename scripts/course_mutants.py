@@ -5,7 +5,7 @@ tests?
 Each solution of ``course/text/*.py`` is changed in small ways a learner might (an operator, a
 constant, ``lane // 8`` for ``lane % 8``, rows and columns swapped, a term dropped, an absolute
 address for a relative one, ``.trans`` toggled, registers swapped, a barrier deleted: see
-``ptxlab.teach.mutants``), and every mutant goes through the exercise's own checks. An *escape*
+``ptxlab.authoring.mutants``), and every mutant goes through the exercise's own checks. An *escape*
 (the visible check accepts, the hidden tests reject) is a defect of the course; *both accept* is
 listed with its diff, and with a judgement where one was made. The report ends with what the
 checks say of the named mistakes (``mutants.NAMED_MISTAKES``): the cause each one gets.
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ptxlab.teach import mutants  # noqa: E402
+from ptxlab.authoring import mutants  # noqa: E402
 
 #: Judgements of mutants both checks accept, each made by reading the mutants it matches:
 #: ``(exercise key, operator, mutant's new line, judgement)`` patterns (an empty pattern matches
@@ -120,7 +120,7 @@ def markdown(data: dict) -> str:
         "# Mutants of the course's solutions",
         "",
         "Does a PASSED in the notebook predict the hidden tests? Every solution of "
-        "`course/text/*.py` is changed once in each of the small ways `ptxlab.teach.mutants` "
+        "`course/text/*.py` is changed once in each of the small ways `ptxlab.authoring.mutants` "
         "knows (an operator or a constant, `lane // 8` for `lane // 16` or `lane % 8`, returned "
         "values swapped, one operand dropped, a coordinate taken from the absolute address or a "
         "sum's part used for the whole; for kernels also `.trans` toggled, registers swapped in "

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ptxlab.run import backends, gpu  # noqa: E402
-from ptxlab.teach import course_notebooks as nt  # noqa: E402
+from ptxlab.authoring import course_notebooks as nt  # noqa: E402
 
 NOTEBOOKS = ("09_blackwell_forms", "10_layout_fit")
 #: What notebook 9 must print on a GPU older than sm_100 (backends.choose_backend's reason).

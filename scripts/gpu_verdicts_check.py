@@ -2,7 +2,7 @@
 """Every kernel answer of the course checked on a GPU machine and with the GPU hidden: the
 verdicts must be the same.
 
-The answers are each kernel exercise's solution and its mutants (``ptxlab.teach.mutants``:
+The answers are each kernel exercise's solution and its mutants (``ptxlab.authoring.mutants``:
 barriers dropped, ``.trans`` toggled, rows off by one, registers swapped, bytes for elements...),
 that is, the mistakes a learner makes. Each is checked twice in the same process, hidden cases
 included: once as a GPU machine checks it (the GPU and the sanitizing CPU model), once with the
@@ -41,7 +41,7 @@ def _answers(per_exercise: int, seed: int) -> list[dict]:
     """``{notebook, exercise, label, source}`` for every kernel solution and its mutants."""
     import random
 
-    from ptxlab.teach import course_cases, mutants
+    from ptxlab.authoring import course_cases, mutants
 
     jobs = []
     for cell in course_cases.solution_cells():
@@ -83,7 +83,7 @@ def _verdict(result, where: tuple[str, ...]) -> dict:
 @functools.lru_cache(maxsize=None)
 def _exercises() -> dict:
     """The course's exercises by key, read once per worker process (they do not pickle)."""
-    from ptxlab.teach import course_cases
+    from ptxlab.authoring import course_cases
 
     return {c.exercise.key: c.exercise for c in course_cases.solution_cells()}
 
@@ -124,7 +124,7 @@ def _report(rows: list[dict], device: str, seconds: float, per_exercise: int) ->
         f"`python3 scripts/gpu_verdicts_check.py{f' --per-exercise {per_exercise}' if per_exercise else ''}`"
         f", {seconds:.0f} s. **{'PASS' if not diff else 'FAIL'}**.",
         "",
-        "Every kernel exercise's solution and its mutants (the mistakes `ptxlab.teach.mutants` "
+        "Every kernel exercise's solution and its mutants (the mistakes `ptxlab.authoring.mutants` "
         "makes: barriers dropped, `.trans` toggled, rows off by one, registers swapped...), each "
         "checked with its hidden cases twice in one process: as a GPU machine checks it (the GPU "
         "and the sanitizing CPU model) and with the GPU hidden (the CPU model alone). Same = the "
