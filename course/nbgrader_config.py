@@ -1,7 +1,7 @@
 """nbgrader configuration of the PTX Matrix Lab course (this folder is the course root).
 
 Assignments are the folders of ``source/``; each holds one notebook, generated from its text form
-in ``text/`` by ``scripts/course_build.py``. Learner code only calls the ``ptxlab`` package, so a
+in ``text/`` by ``tools/course/course_build.py``. Learner code only calls the ``ptxlab`` package, so a
 released notebook needs nothing beside it.
 
 The grading settings (sandboxed kernels, time and memory limits, isolated kernel launches) live

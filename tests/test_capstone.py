@@ -370,7 +370,7 @@ def test_a_noisy_figure_is_flagged_and_no_target_is_judged_on_it():
 def test_the_counters_script_reads_configurations_before_it_needs_ncu(tmp_path):
     import subprocess
     import sys
-    script = Path(__file__).parents[1] / "scripts" / "gpu_gemm_counters.py"
+    script = Path(__file__).parents[1] / "measure" / "gpu" / "gpu_gemm_counters.py"
     def run(*args):
         return subprocess.run([sys.executable, str(script), "--out", str(tmp_path), *args],
                               capture_output=True, text=True, timeout=120,

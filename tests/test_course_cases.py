@@ -1,5 +1,5 @@
 """Every kernel exercise of the course is found with its solution, so the CPU-vs-GPU comparison
-(``scripts/compare_backends.py``) covers exactly the kernels learners are asked to write."""
+(``measure/gpu/compare_backends.py``) covers exactly the kernels learners are asked to write."""
 from __future__ import annotations
 
 import importlib

@@ -2,7 +2,7 @@
 notebook's visible check and then fail the hidden tests (an escape), and the harness can see one.
 
 ``test_no_mutant_escapes`` runs the whole harness (``ptxlab.authoring.mutants``, as
-``scripts/course_mutants.py`` does for the report, without the extra evidence seeds): every
+``tools/course/course_mutants.py`` does for the report, without the extra evidence seeds): every
 mutant of every solution cell of ``course/text/*.py``.
 """
 from __future__ import annotations

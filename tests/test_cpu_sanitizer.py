@@ -117,7 +117,7 @@ def test_reading_shared_memory_nobody_wrote_is_a_warning():
 
 def test_no_kernel_of_the_project_is_reported():
     """Every reference, capstone and course kernel, as the backend comparison runs them."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "measure" / "gpu"))
     import compare_backends
 
     cases = compare_backends.all_cases(np.random.default_rng(7))

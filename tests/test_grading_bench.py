@@ -1,4 +1,4 @@
-"""benchmarks/bench_grading.py without running it (that takes minutes): its class is the mix it
+"""measure/benchmarks/bench_grading.py without running it (that takes minutes): its class is the mix it
 says, nothing in it hangs, and its report states the times, the ratio and the costs."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "measure" / "benchmarks"))
 import bench_grading as bench  # noqa: E402
 
 

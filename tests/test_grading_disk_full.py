@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from ptxlab.grading import batch, cli, local_pool
+from ptxlab.cli import grade as cli
+from ptxlab.grading import batch, local_pool
 from ptxlab.grading.outcome import StudentOutcome
 
 _FSYNC = os.fsync

@@ -1,4 +1,4 @@
-"""scripts/gpu_grading_check.py, the check an instructor runs on the GPU server, run here on
+"""measure/gpu/gpu_grading_check.py, the check an instructor runs on the GPU server, run here on
 whatever backend this machine has (--allow-cpu): it must build its class, grade it with
 ``ptxlab grade`` and write a report in which every expectation holds."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_gpu_grading_check_runs_and_reports(tmp_path):
     pytest.importorskip("nbgrader")
     out = tmp_path / "report"
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_grading_check.py"),
+    r = subprocess.run([sys.executable, str(REPO / "measure" / "gpu" / "gpu_grading_check.py"),
                         "--out", str(out), "--allow-cpu", "--workers", "2",
                         "--launch-timeout", "3"],
                        capture_output=True, text=True, timeout=900)

@@ -1,7 +1,7 @@
 """On a real GPU: every reference kernel agrees with the emulator over >= 1,000 random cases.
 
 Every kind (data movement, exact, wrapping, real-valued and special mma inputs) must match bit
-for bit. A seed of its own adds cases beyond the ones ``scripts/verify_hardware.py`` recorded.
+for bit. A seed of its own adds cases beyond the ones ``measure/gpu/verify_hardware.py`` recorded.
 Skipped with the reason where no usable GPU is present (tests/conftest.py).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Replay inputs and outputs recorded on a real GPU against the emulator, without a GPU.
 
-``tests/vectors/*.npz`` come from ``scripts/verify_hardware.py`` on the H100 (see
+``tests/vectors/*.npz`` come from ``measure/gpu/verify_hardware.py`` on the H100 (see
 ``reports/hardware/REPORT.md``). Every recorded output must be reproduced bit for bit: data
 movement, exact and wrapping integer mma, and real-valued mma with its special values, whose
 rounding ``ptxlab.tensorcore`` models (``tests/vectors/mma_rounding.npz`` holds the inputs chosen
@@ -22,7 +22,7 @@ def vectors() -> dict:
     for family in FAMILIES:
         path = rc.vectors_path(family)
         assert path.exists(), (f"{path} is missing: record it on a GPU with "
-                               "`python3 scripts/verify_hardware.py`")
+                               "`python3 measure/gpu/verify_hardware.py`")
         with np.load(path) as data:
             loaded[family] = {k: data[k] for k in data.files}
     return loaded
@@ -80,7 +80,7 @@ ROUNDING_FORMATS = {   # variant -> (input format, accumulator format, output fo
 @pytest.fixture(scope="module")
 def rounding():
     path = rc.vectors_path("mma_rounding")
-    assert path.exists(), f"{path} is missing: record it with scripts/collect_mma_rounding.py"
+    assert path.exists(), f"{path} is missing: record it with measure/gpu/collect_mma_rounding.py"
     with np.load(path) as data:
         return {k: data[k] for k in data.files}
 

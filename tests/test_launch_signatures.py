@@ -155,7 +155,7 @@ def test_an_unknown_kernel_name_is_named():
 # The GPU verification scripts, whole, on the CPU backend
 # ---------------------------------------------------------------------------------------------
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "measure" / "gpu"
 
 
 @pytest.mark.parametrize("script, args, says", [

@@ -1,7 +1,7 @@
 """The package's layers: import-linter's contracts hold, can fail, and the learner's names stay.
 
 The contracts live in ``pyproject.toml`` ([tool.importlinter]); ``docs/architecture.md`` shows
-the picture that ``scripts/layer_diagram.py`` draws from the same imports.
+the picture that ``tools/docs/layer_diagram.py`` draws from the same imports.
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def test_a_new_flat_module_must_join_a_layer(tmp_path):
 
 
 def test_layer_diagram_is_current():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "layer_diagram.py"), "--check"],
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "docs" / "layer_diagram.py"), "--check"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
 

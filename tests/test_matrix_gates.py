@@ -2,7 +2,7 @@
 
 ``tests/fixtures/ptxas_matrix_gates.json`` holds ptxas's answers for a table of probes (one
 instruction in a module with a given ``.target``/``.version``), written by
-``scripts/ptxas_matrix_gates.py``. The model is checked against the table on every machine, and
+``measure/gpu/ptxas_matrix_gates.py``. The model is checked against the table on every machine, and
 the table against ptxas itself where ptxas is installed.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_recorded_table_is_what_this_ptxas_says():
             changed.append(f"{row['instruction']} {row['target']} {row['version']}: recorded "
                            f"{row['ptxas']}, ptxas {ptxas_gates.ptxas_version(exe)} says "
                            f"{'accept' if ok else 'reject: ' + msg}")
-    assert not changed, ("ptxas changed its answers; rerun scripts/ptxas_matrix_gates.py and "
+    assert not changed, ("ptxas changed its answers; rerun measure/gpu/ptxas_matrix_gates.py and "
                          "update matrix_forms' gates:\n" + "\n".join(changed))
 
 

@@ -15,7 +15,7 @@ NAMES = nt.assignments()
 def test_every_assignment_has_a_text_form_and_a_notebook():
     assert NAMES, "no notebooks under course/text/"
     for name in NAMES:
-        assert nt.notebook_path(name).exists(), f"{name}: run scripts/course_build.py"
+        assert nt.notebook_path(name).exists(), f"{name}: run tools/course/course_build.py"
 
 
 def test_notebooks_match_text_and_have_no_outputs():

@@ -3,7 +3,7 @@ printed.
 
 The programs are ``tests/programs/*.cu`` (``manifest.json`` says how each is run and what it
 must end in). ``reports/programs/outputs-gpu.json`` holds what each printed on the H100
-(``benchmarks/bench_programs.py``, run there); here every one runs on the CPU model and must print
+(``measure/benchmarks/bench_programs.py``, run there); here every one runs on the CPU model and must print
 the same bytes and exit with the same status.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ RUNNABLE = [e for e in MANIFEST if e["expect"] != "compile_error"]
 
 
 def key(entry: dict) -> str:
-    """The record's name for a manifest entry (as benchmarks/bench_programs.py writes it)."""
+    """The record's name for a manifest entry (as measure/benchmarks/bench_programs.py writes it)."""
     args = entry.get("args") or []
     return entry["file"] + (" -- " + " ".join(args) if args else "")
 

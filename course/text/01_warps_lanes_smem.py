@@ -222,7 +222,7 @@ widgets.BankView(row_bytes=128, num=1)
 # nvcc rewrites a launch into a call of `__cudaPushCallConfiguration(grid, block, shared,
 # stream)` with the arguments between the angle brackets, and that function declares
 # `dim3 blockDim = 1`. So `<<<132>>>` is `<<<132, 1>>>`: 132 blocks of one thread
-# (`nvcc -cuda` shows the rewrite; `scripts/probe_launch_config.py` runs it: on the H100 the
+# (`nvcc -cuda` shows the rewrite; `measure/gpu/probe_launch_config.py` runs it: on the H100 the
 # kernel saw `gridDim` (132, 1, 1), `blockDim` (1, 1, 1) and one lane per warp,
 # `reports/hardware/launch_config.json`, 2026-11-26). Each block's warp then has a single lane:
 # `ldmatrix` is `.sync.aligned`, an instruction of all 32 lanes of a warp, and the 31 row

@@ -25,7 +25,7 @@
 // also spread over the first k-tile of the next, between its mma.sync.
 //
 // The tile configuration is chosen with -D options (defaults below = the configuration picked by
-// measurement on the H100, see notes/capstone_tuning.md); a small configuration (one 64x64 tile,
+// measurement on the H100, see measure/sweeps/capstone_tuning.md); a small configuration (one 64x64 tile,
 // 128 threads) runs the same code on the CPU interpreter.
 #ifndef GEMM_L2_PREFETCH
 #define GEMM_L2_PREFETCH 0       // 64/128/256: each cp.async asks L2 to fetch that many bytes

@@ -172,11 +172,11 @@ def check_sync(course_dir: Path = COURSE_DIR) -> list[str]:
     for name in assignments(course_dir):
         path = notebook_path(name, course_dir)
         if not path.exists():
-            problems.append(f"{path} is missing: run scripts/course_build.py")
+            problems.append(f"{path} is missing: run tools/course/course_build.py")
             continue
         want = _dumps(percent_to_notebook((course_dir / "text" / f"{name}.py").read_text()))
         if path.read_text() != want:
-            problems.append(f"{path} differs from text/{name}.py: run scripts/course_build.py")
+            problems.append(f"{path} differs from text/{name}.py: run tools/course/course_build.py")
         problems += [f"{path}: {p}" for p in stripped(json.loads(path.read_text()))]
     return problems
 

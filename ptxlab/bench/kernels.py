@@ -143,7 +143,7 @@ class GemmConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-#: The large-problem GEMM (chosen by measurement, notes/capstone_tuning.md), the one the notebooks
+#: The large-problem GEMM (chosen by measurement, measure/sweeps/capstone_tuning.md), the one the notebooks
 #: show: 128x256x64, 2x4 warps of 64x64, 3 stages, each k-tile's copies spread over the k-steps,
 #: tile rows taken 16 at a time, mma.sync in column order (rows snaking), 128-byte L2 prefetch.
 #: The benchmark runs ``GEMM_BY_SIZE``'s configuration of each size (below).

@@ -5,7 +5,7 @@ of ``GEMM_CANDIDATES`` (and the operand/output variants the benchmark reports), 
 over its tile sweep (built in the background meanwhile), cuBLAS and the mma.sync ceilings, in
 ``--rounds`` interleaved rounds (the median per kernel is kept), then profiles the fastest of
 ours, the first candidate and the fastest CUTLASS configuration with Nsight Compute. It writes
-``DIR/tune.json`` and prints a table; notes/capstone_tuning.md records the predictions and
+``DIR/tune.json`` and prints a table; measure/sweeps/capstone_tuning.md records the predictions and
 outcomes.
 
 ``--by-size`` measures instead, at each size, the configurations ``GEMM_SWEEP`` lists for it

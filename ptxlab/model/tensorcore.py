@@ -3,7 +3,7 @@
 Round-to-nearest after every addition is not what the hardware does, and a learner who compares
 a GPU result with ``numpy`` deserves to know why the last bits differ. Fitted to 1.9 million
 output elements recorded on an H100 and checked on as many fresh ones
-(``scripts/collect_mma_rounding.py``; 0 mismatches, see ``reports/hardware/MMA_ROUNDING.md``), one output element ``d = sum_k a_k * b_k + c`` is computed as:
+(``measure/gpu/collect_mma_rounding.py``; 0 mismatches, see ``reports/hardware/MMA_ROUNDING.md``), one output element ``d = sum_k a_k * b_k + c`` is computed as:
 
 1. every product ``a_k * b_k`` is exact; its exponent is taken as ``e(a_k) + e(b_k)`` (the
    exponents of the two inputs, before normalising the product, so a product in [2, 4) keeps

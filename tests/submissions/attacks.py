@@ -6,7 +6,7 @@ Each :class:`Attack` starts from the released notebook (``blank``) or the course
 no points, ``flagged`` those that must be flagged for a person, ``full`` those that must keep
 their points; ``files`` adds files (links included) to the submission folder. Used by
 ``tests/test_grading_attacks.py`` (the class graded by ``ptxlab grade``) and by
-``scripts/grading_attacks_table.py`` (the same class under stock ``nbgrader autograde``).
+``tools/docs/grading_attacks_table.py`` (the same class under stock ``nbgrader autograde``).
 """
 from __future__ import annotations
 
