@@ -457,7 +457,7 @@ PROFILED = ("capstone_gemm_tile", "round_trip")
 NOTES = [
     "The capstone target is measured on `capstone_gemm_tile`: one block of the capstone GEMM "
     "(`kernels/capstone/gemm.cu`) in its 128-thread configuration (`GEMM_SMALL`: 64x64 tile, "
-    "2x2 warps, BK=32, 2 stages) over K=64, exactly the case `tests/test_capstone.py` runs. "
+    "2x2 warps, BK=32, 2 stages) over K=64, exactly the case `tests/bench/test_capstone.py` runs. "
     "Its cost grows linearly with K (one k-tile of 32 per main-loop trip). The H100 "
     "configuration's block (256 threads, 128x256x64) is listed for scale.",
     "The round trip kernel is in this script (`ROUND_TRIP_SOURCE`); its output is checked "

@@ -12,7 +12,7 @@ smaller than the products) and save A, B, C (as matrices of raw bits) and the ha
 Writes ``DIR/mma_rounding_<variant>.npz`` (every case), a report of how many output elements
 the emulator gets wrong per variant and distribution (``--report``: ``MMA_ROUNDING.md`` and
 ``mma_rounding.json``), and a compact subset for CI (``--vectors``, replayed by
-``tests/test_hardware_replay.py``).
+``tests/model/test_hardware_replay.py``).
 """
 from __future__ import annotations
 

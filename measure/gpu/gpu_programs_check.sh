@@ -31,6 +31,6 @@ fi
 if [[ -n "$EXTRA" ]]; then
   "$PY" measure/benchmarks/bench_programs.py --dir "$EXTRA" --out "$OUT/extra" 2>&1 | tail -n 20
 fi
-PTXLAB_PROGRAM_OUTPUTS="$OUT/programs/outputs-gpu.json" "$PY" -m pytest -q -p no:cacheprovider tests/test_run_programs.py tests/test_pasted_sources.py \
-  tests/test_program_hints.py tests/test_gpu_backend.py > "$OUT/pytest.txt" 2>&1
+PTXLAB_PROGRAM_OUTPUTS="$OUT/programs/outputs-gpu.json" "$PY" -m pytest -q -p no:cacheprovider tests/run/test_run_programs.py tests/run/test_pasted_sources.py \
+  tests/run/test_program_hints.py tests/run/test_gpu_backend.py > "$OUT/pytest.txt" 2>&1
 tail -n 15 "$OUT/pytest.txt"

@@ -1,7 +1,7 @@
 """Record which ldmatrix/stmatrix/movmatrix forms ptxas accepts for which .target/.version.
 
 Writes tests/fixtures/ptxas_matrix_gates.json: one row per probe (instruction, target, version)
-with ptxas's verdict and error lines, and the ptxas that gave them. tests/test_matrix_gates.py
+with ptxas's verdict and error lines, and the ptxas that gave them. tests/model/test_matrix_gates.py
 checks the CPU model against this table (and against ptxas itself where it is installed).
 
     python measure/gpu/ptxas_matrix_gates.py            # needs ptxas (CUDA 13) on PATH

@@ -288,7 +288,7 @@ def write_report(out_dir: Path, report: dict) -> None:
         lines += ["", "## Replay vectors", "",
                   f"{vec['cases_per_batch']}, written to `{vec['dir']}` "
                   f"({vec['total_bytes'] / 1e6:.2f} MB in {len(vec['files'])} files) and replayed "
-                  "against the emulator by `tests/test_hardware_replay.py` in CI."]
+                  "against the emulator by `tests/model/test_hardware_replay.py` in CI."]
     (out_dir / "REPORT.md").write_text("\n".join(lines) + "\n")
 
 

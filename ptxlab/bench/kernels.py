@@ -155,7 +155,7 @@ GEMM_BEST_B_COL = GemmConfig(split_copies=True, group_m=16, b_col=True)
 GEMM_SMALL = GemmConfig(bm=64, bn=64, bk=32, warps_m=2, warps_n=2, stages=2)
 
 #: Every configuration the tile sweep (``python -m ptxlab.bench.tune``) measures, and so every one
-#: ``GEMM_BEST`` can become; CI runs each on the CPU model (tests/test_capstone.py).
+#: ``GEMM_BEST`` can become; CI runs each on the CPU model (tests/bench/test_capstone.py).
 GEMM_CANDIDATES = (
     GemmConfig(),
     GEMM_BEST,

@@ -6,7 +6,7 @@ atoms), ``ALayout``/``BLayout``/``CLayout`` map ``(thread, value)`` to an elemen
 N x K and M x N operands (column-major index, mma atoms). The layouts below are transcribed from
 the headers of CUTLASS 4.2 (``nvidia-cutlass`` on the package index, under
 ``cutlass_library/source/include/``), resolving CuTe's ``typename Copy_Traits<...>::DstLayout``
-aliases; ``tests/test_cute_atoms.py`` re-reads the installed headers and checks, with pycute,
+aliases; ``tests/model/test_cute_atoms.py`` re-reads the installed headers and checks, with pycute,
 that every atom agrees with our layouts element for element.
 
 How our maps read in CuTe's reference space (``reference_bit``): for the ldmatrix/stmatrix

@@ -6,7 +6,7 @@ kernels' argument conventions (documented at the top of each ``.cu`` file) and n
 layouts: inputs are random register bits and random shared-memory images, and the expected
 outputs come from :mod:`ptxlab.model.emulator`. The same cases serve three purposes:
 
-* verification against silicon (``measure/gpu/verify_hardware.py``, ``tests/test_hardware_gpu.py``);
+* verification against silicon (``measure/gpu/verify_hardware.py``, ``tests/run/test_hardware_gpu.py``);
 * the CPU-model-vs-GPU comparison (:func:`kernel_cases`);
 * replaying recorded hardware results in CI without a GPU (:func:`replay_vectors`).
 """

@@ -5,7 +5,7 @@ Every trap has a *bad* and a *fixed* kernel. Running one gives an outcome the le
 ``refused`` (the compiler or the model rejects it, with the message), ``fault`` (it compiles but
 the model stops at the instruction, naming the lane), ``wrong`` (it runs and some lanes get the
 wrong values) or ``right``. The expected values come from the layouts, never from a run. What
-ptxas 13 says about each bad kernel was measured (``tests/test_traps.py`` re-measures it where
+ptxas 13 says about each bad kernel was measured (``tests/teach/test_traps.py`` re-measures it where
 ``nvcc`` is installed).
 """
 from __future__ import annotations

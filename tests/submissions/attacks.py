@@ -5,7 +5,7 @@ Each :class:`Attack` starts from the released notebook (``blank``) or the course
 (``solved``) and changes it the way a student would. ``zero`` names the test cells that must get
 no points, ``flagged`` those that must be flagged for a person, ``full`` those that must keep
 their points; ``files`` adds files (links included) to the submission folder. Used by
-``tests/test_grading_attacks.py`` (the class graded by ``ptxlab grade``) and by
+``tests/grading/test_grading_attacks.py`` (the class graded by ``ptxlab grade``) and by
 ``tools/docs/grading_attacks_table.py`` (the same class under stock ``nbgrader autograde``).
 """
 from __future__ import annotations

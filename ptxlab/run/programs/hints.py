@@ -14,7 +14,7 @@ these say little a learner can act on, so this module turns them into one or two
 Both are pure: text in, sentences out. What they claim was checked against nvcc 13
 (``nvcc -arch=sm_90a -c``): its log wording (``file.cu(12): error: identifier "half" is
 undefined``), that ptxas assembles ``ldmatrix.sync.aligned.x4.m8n8.shared.b16`` and takes a
-``.shared`` address in a 64-bit register; ``tests/test_program_hints.py`` repeats those checks
+``.shared`` address in a 64-bit register; ``tests/run/test_program_hints.py`` repeats those checks
 where nvcc is installed.
 """
 from __future__ import annotations

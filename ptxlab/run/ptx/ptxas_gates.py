@@ -4,7 +4,7 @@ CPU model's answer for the same PTX.
 A probe is one small PTX module holding one ``ldmatrix``/``stmatrix``/``movmatrix``: ptxas
 assembles it (``ptxas -arch <target>``) and the CPU model decodes it (:class:`Program`, which
 checks every instruction's form and gates). ``measure/gpu/ptxas_matrix_gates.py`` records ptxas's
-answers in ``tests/fixtures/ptxas_matrix_gates.json``; ``tests/test_matrix_gates.py`` checks the
+answers in ``tests/fixtures/ptxas_matrix_gates.json``; ``tests/model/test_matrix_gates.py`` checks the
 model against that table, and against ptxas itself where it is installed.
 """
 from __future__ import annotations

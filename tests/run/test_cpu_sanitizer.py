@@ -1,0 +1,174 @@
+"""The CPU model as a sanitizer.
+
+Races: planted ones are reported with both warps, lanes, the address and the PTX and CUDA lines;
+their synced twins, one warp's own accesses, atomics and every kernel of the project are not.
+Address spaces: a generic pointer handed to a ``.shared`` instruction behaves as on sm_90 (the low
+32 bits) and the learner is told why it is still wrong."""
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ptxlab.run import cpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sanitizer"))
+from kernels import (BOTH_WRITE, FILL_THEN_LOAD, PRODUCER_CONSUMER,  # noqa: E402
+                     STORE_THEN_READ, generic_source)
+
+from ptxlab.run.ptx.racecheck import (RACECHECK_ENV, RaceWarning,  # noqa: E402
+                                      SharedMemoryRace, UninitializedSharedRead)
+
+ok, why = cpu.available()
+pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
+
+
+def _run(src: str, kernel: str, threads: int = 128, racecheck: str | None = None):
+    return cpu.run_kernel(src, kernel, (1,), (threads,), [np.zeros(128, np.uint32)],
+                          racecheck=racecheck)
+
+
+@pytest.mark.parametrize("src,kernel,threads,hazard,warps,lines", [
+    (FILL_THEN_LOAD, "fill_then_load", 128, "write-after-read", ("warp 0", "warp 1"),
+     ("ldmatrix", "tile[i] = ")),
+    (PRODUCER_CONSUMER, "handoff", 64, "read-after-write", ("warp 0", "warp 1"),
+     ("box[t] = 100u + t", "out[t - 32] = box[t - 32]")),
+    (BOTH_WRITE, "both_write", 64, "write-after-write", ("warp 0", "warp 1"),
+     ("box[t] = t", "box[t - 32] = t")),
+    (STORE_THEN_READ, "store_then_read", 64, "read-after-write", ("warp 0", "warp 1"),
+     ("stmatrix", "out[t - 32] = tile[t - 32]")),
+])
+def test_planted_races_are_reported_with_both_sides(src, kernel, threads, hazard, warps, lines):
+    with pytest.raises(SharedMemoryRace) as info:
+        _run(src.replace("SYNC", ""), kernel, threads)
+    msg = str(info.value)
+    assert msg.startswith("race in shared memory") and hazard in msg, msg
+    for w in warps:
+        assert w in msg, msg
+    for text in lines:
+        assert text in msg, f"{text!r} not in {msg}"
+    assert "shared address" in msg and "PTX line" in msg and "kernel.cu:" in msg
+    assert info.value.where.ptx_line is not None and info.value.where.warp is not None
+    # The synced twin: no race, no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _run(src.replace("SYNC", "__syncthreads();"), kernel, threads)
+
+
+def test_warn_mode_returns_the_outputs_and_warns(monkeypatch):
+    with pytest.warns(RaceWarning, match="race in shared memory"):
+        out = _run(PRODUCER_CONSUMER.replace("SYNC", ""), "handoff", 64, racecheck="warn")
+    assert (out[0][:32] == 100 + np.arange(32)).all()   # warp 0 ran first on the CPU model
+    monkeypatch.setenv(RACECHECK_ENV, "off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _run(PRODUCER_CONSUMER.replace("SYNC", ""), "handoff", 64)
+    with pytest.raises(ValueError, match="racecheck"):
+        _run(PRODUCER_CONSUMER.replace("SYNC", ""), "handoff", 64, racecheck="sometimes")
+
+
+def test_one_warps_own_accesses_are_ordered():
+    """Lanes of one warp exchanging through shared memory: program order (and __syncwarp)."""
+    src = r'''
+    extern "C" __global__ void rotate(unsigned* out) {
+        __shared__ unsigned box[32];
+        int t = threadIdx.x;
+        box[t] = t * 7u;
+        __syncwarp();
+        out[t] = box[(t + 1) % 32];
+        box[(t + 5) % 32] = 1u;
+    }'''
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = cpu.run_kernel(src, "rotate", (1,), (32,), [np.zeros(32, np.uint32)])
+    assert (out[0] == ((np.arange(32) + 1) % 32) * 7).all()
+
+
+def test_atomics_are_not_races():
+    src = r'''
+    extern "C" __global__ void hist(unsigned* out) {
+        __shared__ unsigned count[4];
+        int t = threadIdx.x;
+        if (t < 4) count[t] = 0u;
+        __syncthreads();
+        atomicAdd(&count[t % 4], 1u);
+        __syncthreads();
+        if (t < 4) out[t] = count[t];
+    }'''
+    out = cpu.run_kernel(src, "hist", (1,), (128,), [np.zeros(4, np.uint32)])
+    assert (out[0] == 32).all()
+
+
+def test_reading_shared_memory_nobody_wrote_is_a_warning():
+    src = r'''
+    extern "C" __global__ void stale(unsigned* out) {
+        __shared__ unsigned box[64];
+        int t = threadIdx.x;
+        box[t] = 1u;
+        __syncthreads();
+        out[t] = box[t + 32];
+    }'''
+    with pytest.warns(UninitializedSharedRead, match=r"no thread of the block wrote"):
+        cpu.run_kernel(src, "stale", (1,), (32,), [np.zeros(32, np.uint32)])
+
+
+def test_no_kernel_of_the_project_is_reported():
+    """Every reference, capstone and course kernel, as the backend comparison runs them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "measure" / "gpu"))
+    import compare_backends
+
+    cases = compare_backends.all_cases(np.random.default_rng(7))
+    assert len(cases) > 20
+    for group, case in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RaceWarning)
+            cpu.run_kernel(case.source, case.kernel, case.grid, case.block,
+                           [a.copy() if isinstance(a, np.ndarray) else a for a in case.args],
+                           shared_mem=case.shared_mem, options=case.options, racecheck="warn")
+
+
+
+
+
+def test_a_generic_pointer_as_shared_address_works_as_on_sm90_and_is_diagnosed():
+    from ptxlab.run import backends
+
+    right = backends.launch(generic_source("cvta"), "load_generic", args=[np.zeros(128, np.uint32)],
+                            backend="cpu", isolate=False)
+    assert right.diagnostics == []
+    with pytest.warns(backends.KernelDiagnostic, match="generic address 0x7f"):
+        wrong = backends.launch(generic_source("generic64"), "load_generic",
+                                args=[np.zeros(128, np.uint32)], backend="cpu", isolate=False)
+    assert np.array_equal(wrong.outputs[0], right.outputs[0])
+    (note,) = wrong.diagnostics
+    assert "__cvta_generic_to_shared" in note and "sm_80" in note and "PTX line" in note
+    # Cut to 32 bits by hand: the same shared address on sm_90, nothing to see for the model.
+    cut = backends.launch(generic_source("generic32"), "load_generic",
+                          args=[np.zeros(128, np.uint32)], backend="cpu", isolate=False)
+    assert np.array_equal(cut.outputs[0], right.outputs[0])
+
+
+def test_a_kernel_check_names_the_race_and_what_the_model_noticed():
+    from ptxlab.run.ptx.racecheck import BARRIER_ADVICE
+    from ptxlab.teach.exercises.kernel_exercise import KernelRun, run_kernel_case
+
+    expected = cpu.run_kernel(FILL_THEN_LOAD.replace("SYNC", "__syncthreads();"), "fill_then_load",
+                              (1,), (128,), [np.zeros(128, np.uint32)])[0].reshape(32, 4)
+    run = KernelRun("tile", [np.zeros(128, np.uint32)], 0, expected, block=(128,))
+    racy = run_kernel_case(FILL_THEN_LOAD.replace("SYNC", ""), "fill_then_load", run, "load",
+                           backend="cpu")
+    assert not racy.passed and "has a race" in racy.message and racy.advice == [BARRIER_ADVICE]
+    synced = run_kernel_case(FILL_THEN_LOAD.replace("SYNC", "__syncthreads();"), "fill_then_load",
+                             run, "load", backend="cpu")
+    assert synced.passed and not synced.advice
+    expected = cpu.run_kernel(generic_source("cvta"), "load_generic", (1,), (32,),
+                              [np.zeros(128, np.uint32)])[0].reshape(32, 4)
+    run = KernelRun("tile", [np.zeros(128, np.uint32)], 0, expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # said once, in the check's advice, not as a warning
+        generic = run_kernel_case(generic_source("generic64"), "load_generic", run, "load",
+                                  backend="cpu")
+    assert generic.passed and any("__cvta_generic_to_shared" in a for a in generic.advice)
