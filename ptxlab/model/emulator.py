@@ -43,7 +43,7 @@ class EmulatorError(ValueError):
     """Something the hardware would fault on, or leave undefined; names where it happened."""
 
     def __init__(self, message: str, *, lane: int | None = None, warp: int | None = None,
-                 address: int | None = None):
+                 address: int | None = None, lanes: tuple[int, ...] = ()):
         where = []
         if warp is not None:
             where.append(f"warp {warp}")
@@ -52,6 +52,8 @@ class EmulatorError(ValueError):
         prefix = (", ".join(where) + ": ") if where else ""
         super().__init__(prefix + message)
         self.lane, self.warp, self.address = lane, warp, address
+        #: every lane concerned (``lane`` is the one the message leads with)
+        self.lanes = tuple(lanes) or ((lane,) if lane is not None else ())
 
 
 class MisalignedAddress(EmulatorError):
@@ -296,7 +298,8 @@ def _refuse_shared_rows(rows: np.ndarray, batched: bool) -> None:
         lanes = [int(x) for x in np.nonzero(rows[w] == addr)[0]]
         raise UndefinedResult(
             f"stmatrix lanes {lanes} all store a row at address {addr}; the PTX ISA does not "
-            "say which of them is stored", lane=lanes[1], warp=w if batched else None, address=addr)
+            "say which of them is stored", lane=lanes[1], warp=w if batched else None, address=addr,
+            lanes=tuple(lanes))
 
 
 def stmatrix(smem: np.ndarray, addrs, regs, num: int = 4, trans: bool = False, *,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 
+from .failure import Failure
+
 __all__ = [
     "BackendError", "BackendUnavailable", "LaunchError", "RequestRefused", "CompileError",
     "KernelFault", "KernelDiagnostic", "first_compile_error", "IsolationError",
@@ -69,10 +71,13 @@ def _rebuild_compile_error(log: str, message: str) -> "CompileError":
 class KernelFault(BackendError):
     """The kernel started but faulted (illegal address, misaligned access, trap, timeout), or
     the CPU model's sanitizer found a race (``sanitizer == "racecheck"``) or a barrier only
-    part of the block reached (``"synccheck"``); ``advice`` is then its sentence on the fix."""
+    part of the block reached (``"synccheck"``); ``advice`` is then its sentence on the fix.
+    ``failure`` is the typed record made where it happened (``None`` for a GPU's fault, which
+    says no more than its message)."""
 
     sanitizer: str = ""
     advice: str = ""
+    failure: Failure | None = None
 
 
 class KernelDiagnostic(UserWarning):

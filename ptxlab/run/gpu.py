@@ -26,7 +26,11 @@ from ..model import layouts
 from . import sources
 from .errors import (BackendUnavailable, CompileError, GpuMemoryExhausted, KernelFault,
                      LaunchError)
+from .failure import Failure, FailureKind
 from .ptx import nvrtc
+
+#: CUDA's errors about an address (illegal, misaligned, wrong space): a fault of one access.
+_ADDRESS_ERRORS = (700, 716, 717)
 
 __all__ = [
     "GpuStatus", "status", "run_kernel", "compile_module", "compile_count", "clear_cache",
@@ -533,10 +537,13 @@ def _run_kernel_once(source: str, kernel: str, grid, block, args: Sequence, shar
             raise
         global _broken_by
         _broken_by = repr(kernel)
-        raise KernelFault(
-            f"kernel {kernel!r} failed on {st.device_label}: {_one_line(exc)}. A CUDA error "
-            "leaves this process's GPU context unusable: restart it (in Jupyter: restart the "
-            "kernel), or launch with isolate=True") from None
+        message = (f"kernel {kernel!r} failed on {st.device_label}: {_one_line(exc)}. A CUDA "
+                   "error leaves this process's GPU context unusable: restart it (in Jupyter: "
+                   "restart the kernel), or launch with isolate=True")
+        fault = KernelFault(message)
+        fault.failure = Failure(FailureKind.FAULT, message,
+                                bad_access=getattr(exc, "status", None) in _ADDRESS_ERRORS)
+        raise fault from None
     outputs: list = []
     for a, d, shape in zip(args, dev_args, shapes):
         outputs.append(cupy.asnumpy(d).reshape(shape) if shape is not None else a)

@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import (BackendError, BackendUnavailable, CompileError, KernelDiagnostic,
                      KernelFault, LaunchError)
+from .failure import Failure, FailureKind
 from .includes import CHECK_ENV, check_includes
 from .launch_request import check_options, check_source
 
@@ -264,29 +265,32 @@ def _missing_header_advice(name: str) -> str:
 #: Where-it-happened attributes carried over from the CPU model's own fault class.
 _FAULT_ATTRIBUTES = ("block", "warp", "lane", "lanes", "ptx_line", "source_line", "address",
                      "sanitizer", "advice")
+#: What a report calls each kind of failure a launch can end in, for ``KernelFault.kind``.
+_REPORT_KIND = {FailureKind.HANG: "hang", FailureKind.RACE: "race"}
 
 
 def _as_backend_error(exc: Exception) -> BackendError | None:
-    """The CPU model's CompileError/KernelFault/LaunchError as this package's classes (so callers
-    catch one set of errors whichever backend ran), keeping its message and location."""
-    names = [cls.__name__ for cls in type(exc).__mro__]
-    if "CompileError" in names:
+    """The CPU model's errors as this package's classes (so callers catch one set whichever
+    backend ran), decided from the typed record the model made where it failed, and carrying it
+    on; ``None`` for anything that is not one of them."""
+    failure = getattr(exc, "failure", None)
+    if not isinstance(failure, Failure):
+        return None
+    if failure.kind is FailureKind.COMPILE:
         return CompileError(str(getattr(exc, "log", "") or exc), backend="CPU model")
-    if "KernelFault" in names:
-        fault = KernelFault(str(exc))
-        #: the model lacks an instruction the kernel uses: not the kernel's fault
-        fault.unsupported = "UnsupportedInstruction" in names
-        #: what went wrong, for a report: a hang (endless loop, a barrier never reached), a
-        #: race between warps, or a fault of one access (the default)
-        fault.kind = ("hang" if "Deadlock" in names else
-                      "race" if "SharedMemoryRace" in names else "fault")
-        for attr in _FAULT_ATTRIBUTES:
-            if hasattr(exc, attr):
-                setattr(fault, attr, getattr(exc, attr))
-        return fault
-    if "LaunchError" in names:
+    if failure.kind is FailureKind.LAUNCH:
         return LaunchError(str(exc))
-    return None
+    fault = KernelFault(str(exc))
+    fault.failure = failure
+    #: the model lacks an instruction the kernel uses: not the kernel's fault
+    fault.unsupported = failure.kind is FailureKind.UNSUPPORTED
+    #: what went wrong, for a report: a hang (endless loop, a barrier never reached), a race
+    #: between warps, or a fault of one access (the default)
+    fault.kind = _REPORT_KIND.get(failure.kind, "fault")
+    for attr in _FAULT_ATTRIBUTES:
+        if hasattr(exc, attr):
+            setattr(fault, attr, getattr(exc, attr))
+    return fault
 
 
 def describe() -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import layouts
-from ..run.ptx.errors import lanes_text, number_runs
+from ..run.failure import Failure, lanes_text, number_runs
 from . import diagnosis
 from .mistakes import Mistake, known_mistake
 from .tiles import Placement, Tile
@@ -73,6 +73,8 @@ class CheckResult:
     advice: list[str] = field(default_factory=list)
     wrong_lanes: list[int] = field(default_factory=list)
     details: dict = field(default_factory=dict)
+    #: what the launch ended in, as the model recorded it where it happened (None: it ran)
+    failure: Failure | None = None
 
     def __bool__(self) -> bool:
         return self.passed

@@ -245,13 +245,18 @@ def test_cpu_model_errors_arrive_as_backend_errors(machine):
     """Callers catch backends.CompileError/KernelFault whichever backend ran."""
     cpu = machine(gpu_cc=None)
 
-    class CompileError(Exception):            # shaped like the CPU model's own classes
-        def __init__(self, message, log=""):
+    from ptxlab.run.failure import Failure, FailureKind
+
+    class CompileError(Exception):            # shaped like the CPU model's own classes:
+        def __init__(self, message, log=""):  # each carries its typed failure record
             super().__init__(message + "\n" + log)
             self.log = log
+            self.failure = Failure(FailureKind.COMPILE, message)
 
     class KernelFault(Exception):
         lane, block, ptx_line = 5, (0, 0, 0), 17
+        failure = Failure(FailureKind.FAULT, "misaligned ldmatrix row address", block=(0, 0, 0),
+                          lanes=(5,), ptx_line=17)
 
     def raise_(exc):
         def run_kernel(*a, **k):

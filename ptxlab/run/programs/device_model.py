@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..failure import Failure, FailureKind
 from ..ptx import errors as ptx_errors
 from ..ptx import memory
 from ..ptx.interpreter import Launch, module_memory
@@ -39,16 +40,15 @@ CUDA_ERRORS = {"invalid_value": 1, "memory_allocation": 2, "invalid_configuratio
                "illegal_address": 700, "launch_timeout": 702, "assert": 710, "launch_failure": 719}
 
 
-def _fault_code(exc: ptx_errors.KernelFault) -> int:
+def _fault_code(failure: Failure) -> int:
     """The error a GPU gives for what the model found: a bad address is an illegal access, a
-    kernel that never ends is a timed-out launch, anything else an unspecified failure."""
-    if isinstance(exc, ptx_errors.MemoryFault):
+    kernel that never ends is a timed-out launch, a failed assert an assert, anything else an
+    unspecified failure."""
+    if failure.bad_access:
         return CUDA_ERRORS["illegal_address"]
-    if isinstance(exc, ptx_errors.Deadlock):
-        return CUDA_ERRORS["launch_timeout"]
-    if isinstance(exc, ptx_errors.DeviceAssertion):
-        return CUDA_ERRORS["assert"]
-    return CUDA_ERRORS["launch_failure"]
+    return {FailureKind.HANG: CUDA_ERRORS["launch_timeout"],
+            FailureKind.ASSERT: CUDA_ERRORS["assert"]}.get(failure.kind,
+                                                            CUDA_ERRORS["launch_failure"])
 
 
 @dataclass
@@ -222,8 +222,8 @@ class DeviceModel:
             report = f"[ptxlab] launch of {self._pretty(name)}<<<{_d(grid)}, {_d(block)}>>> " \
                      f"refused: {exc}\n"
         except ptx_errors.KernelFault as exc:
-            status = _fault_code(exc)
-            report = self._fault_report(name, grid, block, exc)
+            status = _fault_code(exc.failure)
+            report = self._fault_report(name, grid, block, exc.failure)
             self.faults.append(report)
         except Exception as exc:  # the model could not run it: the program hears a failure
             status = CUDA_ERRORS["launch_failure"]
@@ -235,11 +235,11 @@ class DeviceModel:
         printed = "".join(out).encode()
         return status, len(printed), printed + report.encode()
 
-    def _fault_report(self, name, grid, block, exc: ptx_errors.KernelFault) -> str:
+    def _fault_report(self, name, grid, block, failure: Failure) -> str:
         head = (f"[ptxlab] kernel {self._pretty(name)}<<<{_d(grid)}, {_d(block)}>>> "
                 f"(launch {len(self.launches) + 1}) stopped on the CPU model:")
-        advice = f"\n  {exc.advice}" if getattr(exc, "advice", "") else ""
-        return f"{head}\n  {exc}{advice}\n"
+        advice = f"\n  {failure.advice}" if failure.advice else ""
+        return f"{head}\n  {failure.render()}{advice}\n"
 
     def _warning_report(self, name, grid, block, warning) -> str:
         return (f"[ptxlab] racecheck, kernel {self._pretty(name)}<<<{_d(grid)}, {_d(block)}>>> "

@@ -5,8 +5,9 @@ and, with line info, the CUDA source line), because "your kernel faulted" alone 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+
+from ..failure import Failure, FailureKind, RaceSide, lanes_text, number_runs, place_text
 
 
 class PtxError(Exception):
@@ -19,6 +20,10 @@ class CompileError(PtxError):
     def __init__(self, message: str, log: str = ""):
         super().__init__(message + (("\n" + log.strip()) if log.strip() else ""))
         self.log = log
+
+    @property
+    def failure(self) -> Failure:
+        return Failure(FailureKind.COMPILE, str(self))
 
 
 class CompilerNotFound(PtxError):
@@ -38,6 +43,10 @@ class PtxSyntaxError(PtxError):
 class LaunchError(PtxError, ValueError):
     """The launch itself is wrong: unknown kernel, bad grid/block, argument of the wrong kind."""
 
+    @property
+    def failure(self) -> Failure:
+        return Failure(FailureKind.LAUNCH, str(self))
+
 
 @dataclass
 class Where:
@@ -52,47 +61,8 @@ class Where:
     source_text: str = ""     # that source line, when the source is known
 
     def describe(self) -> str:
-        parts = []
-        if self.block is not None:
-            parts.append("block (" + ", ".join(str(b) for b in self.block) + ")")
-        if self.warp is not None:
-            parts.append(f"warp {self.warp}")
-        if self.lanes:
-            parts.append(lanes_text(self.lanes))
-        head = ", ".join(parts)
-        lines = [head] if head else []
-        if self.ptx_line is not None:
-            lines.append(f"PTX line {self.ptx_line}: {self.ptx_text.strip()}")
-        if self.source:
-            src = f"CUDA source {self.source}"
-            if self.source_text:
-                src += f": {self.source_text.strip()}"
-            lines.append(src)
-        return "\n  ".join(lines)
-
-
-def number_runs(numbers: Iterable[int]) -> str:
-    """Lanes, rows or registers in words, the one wording of every report: sorted, each run of
-    three or more as ``4-7``, the others one by one: ``0, 1, 4-7, 9``."""
-    values = sorted({int(x) for x in numbers})
-    runs: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        if j - i >= 2:
-            runs.append(f"{values[i]}-{values[j]}")
-        else:
-            runs += [str(v) for v in values[i:j + 1]]
-        i = j + 1
-    return ", ".join(runs)
-
-
-def lanes_text(lanes: Iterable[int]) -> str:
-    """``lane 3`` or ``lanes 0-7, 9``."""
-    values = {int(x) for x in lanes}
-    return ("lane " if len(values) == 1 else "lanes ") + number_runs(values)
+        return place_text(self.block, self.warp, self.lanes, self.ptx_line, self.ptx_text,
+                          self.source, self.source_text)
 
 
 #: The name the interpreter imports.
@@ -103,16 +73,20 @@ class KernelFault(PtxError):
     """The kernel did something the GPU would fault on or leave undefined.
 
     Attributes ``block``, ``warp``, ``lane`` (the first lane concerned), ``lanes``, ``ptx_line``
-    and ``source_line`` (``"file:line"`` or ``""``) say where. ``sanitizer`` names the check
-    that found a mistake the GPU would not fault on (``racecheck``, ``synccheck``; empty for a
-    fault), and ``advice`` is its one sentence on the fix, kept out of the message so a report
-    that prints both says it once.
+    and ``source_line`` (``"file:line"`` or ``""``) say where, ``address`` the address concerned
+    when there is one. ``sanitizer`` names the check that found a mistake the GPU would not
+    fault on (``racecheck``, ``synccheck``; empty for a fault), and ``advice`` is its one
+    sentence on the fix, kept out of the message so a report that prints both says it once.
+    :attr:`failure` is all of it as one typed record; each class says its kind.
     """
 
     sanitizer: str = ""
     advice: str = ""
+    failure_kind: FailureKind = FailureKind.FAULT
+    bad_access: bool = False
 
-    def __init__(self, message: str, where: Where | None = None):
+    def __init__(self, message: str, where: Where | None = None, *,
+                 address: int | None = None, race: tuple[RaceSide, ...] = ()):
         self.reason = message
         self.where = where or Where()
         w = self.where
@@ -121,12 +95,25 @@ class KernelFault(PtxError):
         self.lane = w.lanes[0] if w.lanes else None
         self.ptx_line = w.ptx_line
         self.source_line = w.source
-        detail = w.describe()
-        super().__init__(message + (("\n  at " + detail) if detail else ""))
+        self.address = address
+        self.race = tuple(race)
+        super().__init__(self.failure.render())
+
+    @property
+    def failure(self) -> Failure:
+        """This fault as the typed record every reader decides from."""
+        w = self.where
+        return Failure(self.failure_kind, self.reason, block=w.block, warp=w.warp,
+                       lanes=tuple(w.lanes), address=self.address, ptx_line=w.ptx_line,
+                       ptx_text=w.ptx_text, cuda_line=w.source, cuda_text=w.source_text,
+                       advice=self.advice, sanitizer=self.sanitizer, race=self.race,
+                       bad_access=self.bad_access)
 
 
 class MemoryFault(KernelFault):
     """An access outside every buffer, or misaligned for its size."""
+
+    bad_access = True
 
 
 class DivergenceFault(KernelFault):
@@ -134,12 +121,25 @@ class DivergenceFault(KernelFault):
 
 
 class Deadlock(KernelFault):
-    """Warps wait at a barrier that can never complete."""
+    """Warps wait at a barrier that can never complete, or a kernel never ends."""
+
+    failure_kind = FailureKind.HANG
 
 
 class DeviceAssertion(KernelFault):
     """A device-side ``assert`` failed (``__assertfail``): the GPU stops the kernel."""
 
+    failure_kind = FailureKind.ASSERT
+
+
+class UndefinedStore(KernelFault):
+    """A store whose result the PTX ISA leaves undefined (two lanes of one stmatrix naming one
+    row): the model refuses to pick one; ``lanes`` and ``address`` say which."""
+
+    failure_kind = FailureKind.UNDEFINED
+
 
 class UnsupportedInstruction(KernelFault):
     """An instruction the CPU model does not execute: run the kernel on a GPU instead."""
+
+    failure_kind = FailureKind.UNSUPPORTED

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import memory, synccheck
-from .errors import (Deadlock, DeviceAssertion, DivergenceFault, KernelFault, LaunchError, MemoryFault,
-                     UnsupportedInstruction, Where)
+from .errors import (Deadlock, DeviceAssertion, DivergenceFault, KernelFault, LaunchError,
+                     MemoryFault, UndefinedStore, UnsupportedInstruction, Where)
 from .decode_context import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, K_TRAP,
                              FunctionCode)
 from .flow import BLOCKED, DONE, Flow
@@ -141,14 +141,15 @@ def _lanes(m) -> str:
     return _lanes_text(ls) if ls else "no lanes"
 
 
-def _located(cls, w: Warp, fc: FunctionCode, pc: int, lanes, message: str) -> KernelFault:
+def _located(cls, w: Warp, fc: FunctionCode, pc: int, lanes, message: str,
+             address: int | None = None) -> KernelFault:
     prog = w.launch.program
     ins = fc.instrs[pc] if 0 <= pc < len(fc.instrs) else None
     src, text = prog.source_location(ins) if ins is not None else ("", "")
     where = Where(block=w.block.index, warp=w.index, lanes=tuple(lanes),
                   ptx_line=ins.line if ins else None, ptx_text=ins.text if ins else "",
                   source=src, source_text=text)
-    return cls(message, where)
+    return cls(message, where, address=address)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,9 +357,22 @@ def run_flow(w: Warp, fl: Flow) -> int:
     except KernelFault:
         raise
     except _emulator_error() as exc:
-        lanes = (exc.lane,) if getattr(exc, "lane", None) is not None else lanes_of(mask)
-        raise _located(MemoryFault if "address" in type(exc).__name__.lower()
-                       else KernelFault, w, fl.fc, pc, lanes, str(exc)) from None
+        raise _emulator_fault(exc, w, fl, pc, mask) from None
+
+
+def _emulator_fault(exc, w: Warp, fl: Flow, pc: int, mask) -> KernelFault:
+    """The emulator's refusal as a located fault of its kind: an address the hardware faults
+    on, a store the ISA leaves undefined (with every lane that names the row), or else a
+    fault of the instruction."""
+    from ...model import emulator
+
+    if isinstance(exc, emulator.UndefinedResult):
+        return _located(UndefinedStore, w, fl.fc, pc, exc.lanes or lanes_of(mask), str(exc),
+                        exc.address)
+    lanes = (exc.lane,) if exc.lane is not None else lanes_of(mask)
+    cls = MemoryFault if isinstance(exc, (emulator.MisalignedAddress,
+                                          emulator.AddressOutOfRange)) else KernelFault
+    return _located(cls, w, fl.fc, pc, lanes, str(exc), exc.address)
 
 
 def _emulator_error():

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..failure import FailureKind, RaceSide
 from .errors import KernelFault, Where
 from .memory import SHARED_START
 
@@ -56,9 +57,11 @@ class Site(str):
 
 class SharedMemoryRace(KernelFault):
     """Two warps touched one shared-memory byte with no barrier between them; ``advice`` says
-    what fixes it, from what the accesses were (see :meth:`Race.advice`)."""
+    what fixes it, from what the accesses were (see :meth:`Race.advice`); ``race`` holds the
+    two accesses as fields."""
 
     sanitizer = "racecheck"
+    failure_kind = FailureKind.RACE
 
 
 class RaceWarning(UserWarning):
@@ -98,6 +101,16 @@ class Access:
         words = self.ptx_text.split()
         op = words[0].split(".")[0] if words else ""
         return f" with {op}" if op and op not in ("ld", "st") else ""
+
+
+def _line_number(source: str, name: str) -> int | None:
+    """The line of the kernel's own source an access is at: ``12`` of ``kernel.cu:12``, or of
+    ``ldmatrix.cuh:40 (inlined at kernel.cu:12)``; ``None`` without line info."""
+    for place in source.replace("(inlined at ", " ").replace(")", " ").split():
+        file, _, line = place.rpartition(":")
+        if file.rsplit("/", 1)[-1] == name and line.isdigit():
+            return int(line)
+    return None
 
 
 def _clip(text: str, n: int = 60) -> str:
@@ -314,6 +327,11 @@ class RaceTracker:
                       lanes=(first.second.lane,) if first.second.lane >= 0 else (),
                       ptx_line=first.second.ptx_line, ptx_text=first.second.ptx_text,
                       source=first.second.source, source_text=first.second.source_text)
-        race = SharedMemoryRace(message, where)
+        name = getattr(self.program, "source_name", "")
+        sides = tuple(RaceSide(a.kind, a.warp, a.lane, a.ptx_line, a.source,
+                               _line_number(a.source, name))
+                      for a in (first.first, first.second))
+        race = SharedMemoryRace(message, where, address=first.address,
+                                race=sides)
         race.advice = first.advice()
         raise race

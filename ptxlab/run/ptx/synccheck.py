@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..failure import FailureKind
 from .errors import DivergenceFault, Where, _lanes_text
 
 
@@ -27,6 +28,7 @@ class BarrierDivergence(DivergenceFault):
     instructions): synccheck's "divergent thread(s) in block/warp" and "invalid arguments"."""
 
     sanitizer = "synccheck"
+    failure_kind = FailureKind.BARRIER
     advice = ("every thread of the block must reach the same __syncthreads(): put it where no "
               "thread has returned and outside any branch that depends on threadIdx")
 

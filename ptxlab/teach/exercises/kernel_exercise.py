@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import checks, diagnosis, tiles
 from ..checks import CheckResult
+from ...run.failure import Failure, FailureKind
 from .base import Exercise, fresh_rng, hidden_rng
 
 
@@ -117,55 +118,60 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
             return _ModelCannotRun(str(exc))
         return CheckResult(name, False, 0.0, f"the kernel cannot run here: {exc}", status="error")
     except backends.KernelFault as exc:
-        if getattr(exc, "unsupported", False):
-            return _ModelCannotRun(str(exc))
-        kind = getattr(exc, "kind", "fault")
-        sanitizer = getattr(exc, "sanitizer", "")
-        if sanitizer == "racecheck" or kind == "race" or str(exc).startswith("race in shared memory"):
-            # the sanitizer's finding says which accesses raced and, from what it saw, what
-            # fixes it (a copy not split by thread wants no barrier)
-            advice = (_warp_barrier_cause(source, str(exc))
-                      or getattr(exc, "advice", "") or RACE_ADVICE)
-            return CheckResult(name, False, 0.0, f"the kernel has a race ({run.label}): {exc}",
-                               status="error", advice=[advice], details={"failure": "race"})
-        if sanitizer == "synccheck":
-            return CheckResult(name, False, 0.0, f"a barrier of the kernel is reached by only "
-                               f"part of the threads ({run.label}): {exc}", status="error",
-                               advice=[exc.advice] if getattr(exc, "advice", "") else [],
-                               details={"failure": "barrier"})
-        if kind == "hang":      # its own message says what hung; address advice would mislead
-            return CheckResult(name, False, 0.0, f"the kernel did not finish ({run.label}): "
-                               f"{exc}", status="error", details={"failure": "hang"})
-        shared = _shared_row(str(exc))
-        if shared is not None:      # not a fault: the model will not pick an undefined result
-            return CheckResult(name, False, 0.0, "the CPU model stopped the kernel at a store "
-                               f"whose result the PTX ISA leaves undefined ({run.label}): {exc}",
-                               status="error", advice=[shared], details={"failure": "undefined"})
-        # address advice only for a fault about an address (not lanes apart at a barrier)
-        about_address = (getattr(exc, "address", None) is not None
-                         or "address" in str(exc).split("\n", 1)[0])
-        return CheckResult(name, False, 0.0, f"the kernel faulted ({run.label}): {exc}",
-                           status="error", advice=[fault_advice] if about_address else [],
-                           details={"failure": "fault"})
+        return _fault_result(name, run.label, source, exc, fault_advice)
     except Exception as exc:
         return CheckResult(name, False, 0.0, f"launching the kernel failed ({run.label}): "
                            f"{type(exc).__name__}: {exc}", status="error")
+
+
+def _fault_result(name: str, label: str, source: str, exc: Exception, fault_advice: str):
+    """The check's verdict on a launch that failed, decided from the failure's kind and
+    fields (a GPU's fault carries only its kind: a fault, of an address or not)."""
+    f = getattr(exc, "failure", None) or Failure(
+        FailureKind.UNSUPPORTED if getattr(exc, "unsupported", False) else FailureKind.FAULT,
+        str(exc))
+    kind = f.kind
+    if kind is FailureKind.UNSUPPORTED:
+        return _ModelCannotRun(str(exc))
+    if kind is FailureKind.RACE:
+        # the sanitizer's finding says which accesses raced and, from what it saw, what
+        # fixes it (a copy not split by thread wants no barrier)
+        advice = _warp_barrier_cause(source, f) or f.advice or RACE_ADVICE
+        return _failed(name, f, f"the kernel has a race ({label}): {exc}", [advice])
+    if kind is FailureKind.BARRIER:
+        return _failed(name, f, f"a barrier of the kernel is reached by only part of the "
+                       f"threads ({label}): {exc}", [f.advice] if f.advice else [])
+    if kind is FailureKind.HANG:      # its own message says what hung; address advice would mislead
+        return _failed(name, f, f"the kernel did not finish ({label}): {exc}", [])
+    if kind is FailureKind.UNDEFINED:  # not a fault: the model will not pick an undefined result
+        return _failed(name, f, "the CPU model stopped the kernel at a store whose result the "
+                       f"PTX ISA leaves undefined ({label}): {exc}", [_shared_row(f)])
+    # address advice only for a fault about an address (not lanes apart at a barrier)
+    return _failed(name, f, f"the kernel faulted ({label}): {exc}",
+                   [fault_advice] if f.bad_access else [], FailureKind.FAULT)
+
+
+def _failed(name: str, failure: Failure, message: str, advice: list[str],
+            kind: FailureKind | None = None) -> CheckResult:
+    """A failed check that carries the failure itself (``details["failure"]`` its kind)."""
+    return CheckResult(name, False, 0.0, message, status="error", advice=advice,
+                       details={"failure": kind or failure.kind}, failure=failure)
 
 
 _WARP_BARRIER = re.compile(r"__syncwarp\s*\(|bar\.warp\.sync")
 _BLOCK_BARRIER = re.compile(r"__syncthreads\w*\s*\(|\bbar(rier)?\.sync\b|\bbar\.sync")
 
 
-def _warp_barrier_cause(source: str, report: str) -> str | None:
+def _warp_barrier_cause(source: str, race: Failure) -> str | None:
     """A race between two warps with a warp's barrier (``__syncwarp``) and no block barrier
-    between its two accesses: that barrier is the cause, said with its line. From the race
-    report's lines, so a ``__syncwarp`` elsewhere in the kernel is not blamed."""
-    accesses = [int(x) for x in re.findall(r"kernel\.cu:(\d+)", report)]
-    warps = re.findall(r"\bwarp (\d+) lane \d+ (?:writes|reads|read|wrote)", report)
-    if len(accesses) < 2 or len(set(warps)) < 2:
+    between its two accesses: that barrier is the cause, said with its line. From the race's
+    two accesses, so a ``__syncwarp`` elsewhere in the kernel is not blamed."""
+    sides = race.race
+    if len(sides) < 2 or sides[0].warp == sides[1].warp or None in (sides[0].line,
+                                                                     sides[1].line):
         return None
     lines = source.splitlines()
-    lo, hi = min(accesses[:2]), max(accesses[:2])
+    lo, hi = min(sides[0].line, sides[1].line), max(sides[0].line, sides[1].line)
     between = lines[lo:hi - 1]       # 1-based: after the first access, before the second
     if any(_BLOCK_BARRIER.search(line) for line in between):
         return None
@@ -173,23 +179,18 @@ def _warp_barrier_cause(source: str, report: str) -> str | None:
     if at is None:
         return None
     return (f"the __syncwarp() at line {at} orders the threads of one warp only: warp "
-            f"{warps[0]} writes what warp {warps[1]} reads, so the barrier between them must be "
-            "the block's, __syncthreads(), where every thread of the block reaches it")
+            f"{sides[0].warp} writes what warp {sides[1].warp} reads, so the barrier between "
+            "them must be the block's, __syncthreads(), where every thread of the block "
+            "reaches it")
 
 
-_SHARED_ROW = re.compile(r"stmatrix lanes \[([\d, ]+)\] all store a row at address (\d+)")
-
-
-def _shared_row(message: str) -> str | None:
+def _shared_row(store: Failure) -> str:
     """The cause of a stmatrix the CPU model refused because several lanes name one row (the
-    PTX ISA does not say whose row lands there), from the model's report; else ``None``."""
-    m = _SHARED_ROW.search(message)
-    if m is None:
-        return None
-    lanes = [int(x) for x in m.group(1).split(",")]
+    PTX ISA does not say whose row lands there), from the lanes and the address it names."""
+    lanes = sorted(store.lanes)
     named = (", ".join(map(str, lanes[:-1])) + f" and {lanes[-1]}"
              + (" both" if len(lanes) == 2 else " all"))
-    return (f"lanes {named} give address {m.group(2)}: two lanes of "
+    return (f"lanes {named} give address {store.address}: two lanes of "
             "one stmatrix name the same row, and the PTX ISA does not say whose row is stored "
             "there (the H100 kept the lower lane's), so the CPU model refuses to pick one. "
             "Each lane 8i + r must give its own row, row r of matrix i")
