@@ -209,6 +209,12 @@ class CellVerdict:
         failing = [r for r in self.results if not r.passed]
         return failing[0].message if failing else "passed"
 
+    def causes(self) -> list[str]:
+        """The mistakes its failed checks name (one each, in order, no repeats), for the
+        teacher's view of the class."""
+        named = [r.named_cause() for r in self.results]
+        return list(dict.fromkeys(c for c in named if c))
+
 
 def _recorded_source(record: dict | None, slot: AnswerSlot) -> str | None:
     entry = ((record or {}).get("answers") or {}).get(slot.key)
@@ -296,7 +302,8 @@ def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict],
                            "flagged": [f.describe() for f in verdict.flagged],
                            "flagged_cells": sorted({f.grade_id for f in verdict.flagged
                                                     if f.grade_id}),
-                           "reason": verdict.reason()}
+                           "reason": verdict.reason(),
+                           "causes": verdict.causes()}
 
 
 def note_grade_lines_outside_tests(nb: NotebookNode) -> None:

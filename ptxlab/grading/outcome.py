@@ -9,6 +9,7 @@ has a row and a score.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class CheckOutcome:
     max_score: float
     reason: str = ""
     backend: str = ""              # where its learner kernels ran: gpu, cpu (or "" for none)
+    causes: tuple[str, ...] = ()   # the mistakes the grader's checks named (the judge's record)
 
     @property
     def passed(self) -> bool:
@@ -90,6 +92,23 @@ def short_error(ename: str, evalue: str) -> str:
 
 
 def _read_notebook(notebook_path: Path):
+    """The autograded notebook, parsed once however many readers ask (the last one read is
+    kept while the file is unchanged)."""
+    try:
+        st = Path(notebook_path).stat()
+    except OSError:
+        return None
+    key = (str(notebook_path), st.st_mtime_ns, st.st_size)
+    if getattr(_LAST_READ, "key", None) != key:
+        _LAST_READ.key, _LAST_READ.nb = key, _parse_notebook(notebook_path)
+    return _LAST_READ.nb
+
+
+#: The last notebook this thread parsed (each grading thread reads its own students).
+_LAST_READ = threading.local()
+
+
+def _parse_notebook(notebook_path: Path):
     import nbformat
 
     try:
@@ -158,6 +177,25 @@ def check_backends(notebook_path: Path) -> dict[str, str]:
     return found
 
 
+def check_causes(notebook_path: Path) -> dict[str, tuple[str, ...]]:
+    """``grade_id -> the mistakes named`` for every graded cell whose verdict the grader
+    recorded with causes (the judge writes them beside its verdict, after the learner's own
+    metadata is gone)."""
+    nb = _read_notebook(notebook_path)
+    if nb is None:
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for cell in nb.cells:
+        verdict = _section(cell, "ptxlab").get("verdict")
+        causes = verdict.get("causes") if isinstance(verdict, dict) else None
+        gid = grade_id(cell)
+        if gid and isinstance(causes, list):
+            named = tuple(c[:_REASON_CHARS] for c in causes if isinstance(c, str) and c)
+            if named:
+                found[gid] = named
+    return found
+
+
 def other_cell_errors(notebook_path: Path, limit: int = 2) -> list[str]:
     """``"answer_cell: why"`` for the first ungraded code cells that failed (the learner's own
     cells: an endless loop at top level, ``sys.exit()``, a memory error...), which cost no
@@ -192,6 +230,7 @@ def read_outcome(gradebook, course_root: Path, assignment: str, student: str,
         path = Path(course_root) / autograded_dir / student / assignment / f"{nb.name}.ipynb"
         reasons = failing_reasons(path) if path.exists() else {}
         backends = check_backends(path) if path.exists() else {}
+        causes = check_causes(path) if path.exists() else {}
         for grade in nb.grades:
             if grade.max_score == 0:
                 continue
@@ -205,7 +244,9 @@ def read_outcome(gradebook, course_root: Path, assignment: str, student: str,
                 else:
                     reason = reasons.get(grade.name, "test did not pass")
             checks.append(CheckOutcome(nb.name, grade.name, score, float(grade.max_score), reason,
-                                       backends.get(grade.name, "")))
+                                       backends.get(grade.name, ""),
+                                       causes.get(grade.name, ()) if score < grade.max_score
+                                       else ()))
     return float(submission.score or 0.0), float(submission.max_score or 0.0), checks
 
 

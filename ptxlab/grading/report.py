@@ -98,6 +98,20 @@ def most_common_failures(outcomes: Sequence[StudentOutcome]) -> list[tuple[tuple
     return [(key, n, reasons[key].most_common(1)[0][0]) for key, n in failing.most_common()]
 
 
+def class_mistakes(outcomes: Sequence[StudentOutcome]) -> list[tuple[tuple[str, str], str, int, str]]:
+    """``((notebook, check), cause, students, one of them)``: the mistakes the grader's checks
+    named across the class, most common first; what the class misunderstood, by exercise."""
+    students: dict[tuple[tuple[str, str], str], list[str]] = {}
+    for o in outcomes:
+        if not o.counted:
+            continue
+        for c in o.checks:
+            for cause in c.causes:
+                students.setdefault(((c.notebook, c.grade_id), cause), []).append(o.student)
+    ranked = sorted(students.items(), key=lambda kv: (-len(set(kv[1])), kv[0]))
+    return [(key, cause, len(set(who)), sorted(set(who))[0]) for (key, cause), who in ranked]
+
+
 def _reason_kind(reason: str) -> str:
     """A reason with its lane numbers and values kept: two students with the same mistake
     usually get the same words; only cut it to a readable length."""
@@ -152,6 +166,15 @@ def write_summary(outcomes: Sequence[StudentOutcome], path: Path, *, assignment:
         for (nb, gid), n, reason in failing[:10]:
             reason = reason.replace("|", "\\|")
             lines.append(f"| {nb}/{gid} | {n} | {reason} |")
+    mistakes = class_mistakes(outcomes)
+    if mistakes:
+        lines += ["", "## What the class got wrong", "",
+                  "The mistakes the checks named, by exercise, most common first (each with one "
+                  "student who made it):", "",
+                  "| check | mistake | students | e.g. |", "| --- | --- | ---: | --- |"]
+        for (nb, gid), cause, n, who in mistakes[:15]:
+            cause = cause.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {nb}/{gid} | {cause} | {n} | {who} |")
     flagged = [(o, c) for o in outcomes for c in o.checks if _FLAGGED in c.reason]
     if flagged:
         lines += ["", "## Flagged for a person (score 0 until graded by hand: formgrader, "

@@ -60,6 +60,18 @@ class LaneDiff:
         return text + (f": {self.note}" if self.note else "")
 
 
+#: What a teacher reads for each kind of failure a launch can end in.
+_FAILURE_NAMES = {
+    "compile": "a kernel that does not compile",
+    "race": "a race between warps in shared memory (a barrier missing)",
+    "barrier": "a barrier reached by only part of the block",
+    "hang": "a kernel that never finishes",
+    "undefined": "two lanes of one stmatrix naming the same row",
+    "assert": "a device-side assert that failed",
+    "fault": "a kernel that faults",
+}
+
+
 @dataclass
 class CheckResult:
     """The outcome of one check; ``bool(result)`` is ``passed``."""
@@ -78,6 +90,21 @@ class CheckResult:
 
     def __bool__(self) -> bool:
         return self.passed
+
+    def named_cause(self) -> str | None:
+        """The mistake this failed check names, in a few words a teacher can count: the cause
+        the diagnosis proved (``details["cause"]``), else what the launch ended in; ``None``
+        when the check names none (or passed)."""
+        if self.passed:
+            return None
+        cause = self.details.get("cause")
+        if isinstance(cause, str) and cause.strip():
+            return cause.strip()
+        if self.failure is None:
+            return None
+        if self.failure.bad_access:
+            return "a kernel access outside its memory, or misaligned"
+        return _FAILURE_NAMES.get(self.failure.kind.value)
 
     def report(self, max_lines: int = _MAX_LINES) -> str:
         """The human report: a verdict, a few wrong lanes, and what to change."""
