@@ -322,3 +322,25 @@ def test_status_says_how_whole_programs_are_built(capsys):
     assert ok and "nvcc" in line
     status_cli.run(type("Args", (), {"json": False})())
     assert line in capsys.readouterr().out
+
+
+def test_memcpy_default_tells_device_from_host_pointers(tmp_path):
+    src = tmp_path / "default_copy.cu"
+    src.write_text(r'''#include <cstdio>
+int main() {
+  int h[8], g[8], k[8];
+  for (int i = 0; i < 8; ++i) h[i] = 3 * i;
+  int *a, *b;
+  cudaMalloc(&a, sizeof h);
+  cudaMalloc(&b, sizeof h);
+  cudaMemcpy(a, h, sizeof h, cudaMemcpyDefault);
+  cudaMemcpy(b, a, sizeof h, cudaMemcpyDefault);
+  cudaMemcpy(g, b, sizeof h, cudaMemcpyDefault);
+  cudaMemcpy(k, g, sizeof h, cudaMemcpyDefault);
+  cudaError_t past = cudaMemcpy(g, b + 4, sizeof h, cudaMemcpyDefault);
+  printf("%d %d %s\n", k[7], k[1], cudaGetErrorString(past));
+  return 0;
+}
+''')
+    res, out, err = _run(src)
+    assert out == "21 3 invalid argument\n", err

@@ -199,6 +199,12 @@ cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, size_t 
   return result(status);
 }
 
+// Whether the model holds the byte at `p` (one byte asked for: the copy itself checks the range).
+bool on_device(uint64_t p) {
+  std::string byte;
+  return call(OP_TO_HOST, p, 1, 0, nullptr, 0, &byte).status == 0;
+}
+
 cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   if (sticky_error != cudaSuccess) return result(sticky_error);
   synchronize();
@@ -217,16 +223,9 @@ cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) 
     }
     case cudaMemcpyDeviceToDevice: an = call(OP_DEVICE_COPY, d, s, count, nullptr, 0); break;
     default: {  // cudaMemcpyDefault: the model knows which pointers are its own
-      std::string bytes;
-      an = call(OP_TO_HOST, s, count, 0, nullptr, 0, &bytes);
-      bool src_device = an.status == 0;
-      Answer probe = call(OP_TO_HOST, d, count, 0, nullptr, 0, &bytes);
-      bool dst_device = probe.status == 0;
-      if (src_device && dst_device) an = call(OP_DEVICE_COPY, d, s, count, nullptr, 0);
-      else if (dst_device) an = call(OP_TO_DEVICE, d, count, 0, src, count);
-      else if (src_device) { call(OP_TO_HOST, s, count, 0, nullptr, 0, &bytes);
-                             memcpy(dst, bytes.data(), count); an.status = 0; }
-      else { memmove(dst, src, count); an.status = 0; }
+      bool from = on_device(s), to = on_device(d);
+      return copy(dst, src, count, from ? (to ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                                        : (to ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost));
     }
   }
   return result(static_cast<cudaError_t>(an.status));

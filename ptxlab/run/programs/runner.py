@@ -9,6 +9,7 @@ answered by :class:`~.device_model.DeviceModel` over a socket. The program's std
 """
 from __future__ import annotations
 
+import codecs
 import functools
 import os
 import shutil
@@ -120,11 +121,11 @@ def run_program(source: str | Path, backend: str = "auto", args: Sequence[str] =
                                 model.launches, model.faults)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    _closing_line(result, err, quiet)
+    _closing_line(result, err)
     return result
 
 
-def _closing_line(run: ProgramRun, err: IO[str], quiet: bool) -> None:
+def _closing_line(run: ProgramRun, err: IO[str]) -> None:
     if run.exit_status < 0 or run.exit_status > 128:
         sig = -run.exit_status if run.exit_status < 0 else run.exit_status - 128
         try:
@@ -138,10 +139,13 @@ def _closing_line(run: ProgramRun, err: IO[str], quiet: bool) -> None:
 
 
 def _pump(src: IO[bytes], dst: IO[str]) -> None:
-    """Copy a child's output to a text stream as it comes (a notebook's cell output)."""
+    """Copy a child's output to a text stream as it comes (a notebook's cell output); a UTF-8
+    character split between two reads is decoded whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     for chunk in iter(lambda: src.read1(1 << 14), b""):
-        dst.write(chunk.decode(errors="replace"))
+        dst.write(decoder.decode(chunk))
         dst.flush()
+    dst.write(decoder.decode(b"", final=True))
 
 
 def _popen(argv: list[str], stdout, stderr, **kw) -> tuple[subprocess.Popen, list[threading.Thread]]:
