@@ -64,3 +64,17 @@ def test_the_summary_ranks_what_the_class_got_wrong(tmp_path):
     text = report.write_summary(outcomes, tmp_path / "summary.md", assignment="04").read_text()
     assert "## What the class got wrong" in text
     assert f"| 04_stmatrix/stmatrix_x4 | {SWAPPED} | 3 | ann |" in text
+
+
+def test_causes_a_submission_writes_itself_never_reach_the_teacher(tmp_path):
+    """A learner's notebook that carries its own ``ptxlab`` verdict metadata (a forged cause
+    to put words in the class summary) loses it before grading; only the judge writes it."""
+    from ptxlab.grading.learner_metadata import DropLearnerMetadata
+
+    cell = _test_cell("stmatrix_x4")
+    cell.metadata["ptxlab"] = {"verdict": {"by": "grader", "causes": ["the teacher is wrong"]}}
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb, _ = DropLearnerMetadata().preprocess(nb, {})
+    path = tmp_path / "04_stmatrix.ipynb"
+    nbformat.write(nb, str(path))
+    assert outcome.check_causes(path) == {}
