@@ -7,16 +7,18 @@
 #
 #   bash measure/gpu/gpu_grading_profile.sh OUT_DIR [SOLUTIONS]     # on the GPU server
 #
-# Writes OUT_DIR/w16/, OUT_DIR/w24/ (scale.json, SCALE.md with the step and CPU tables),
-# OUT_DIR/profile.txt.gz (py-spy's collapsed stacks), OUT_DIR/profile_summary.txt and
-# OUT_DIR/run.log.
+# Writes OUT_DIR/w1/, OUT_DIR/w16/, OUT_DIR/w24/ and OUT_DIR/profiled/ (each scale.json and
+# SCALE.md with the step and CPU tables), OUT_DIR/profile.txt.gz (py-spy's collapsed stacks) and
+# OUT_DIR/profile_summary.txt. What the terminal shows, each step's start time included, goes to
+# LOG_DIR/run.log (default /tmp/ptxlab-logs/grading-profile), not into reports/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:?usage: gpu_grading_profile.sh OUT_DIR [SOLUTIONS]}"
 SOL="${2:-150}"
 STEPS="${STEPS:-w16 w24 profile}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-mkdir -p "$OUT"
+LOG_DIR="${LOG_DIR:-/tmp/ptxlab-logs/grading-profile}"
+mkdir -p "$OUT" "$LOG_DIR"
 PY="${PYTHON:-python3}"
 bench() {   # workers, out dir, extra args
   "$PY" measure/benchmarks/bench_grading_scale.py --runs 1 --stock 0 --no-corpus --sandbox bwrap \
@@ -40,8 +42,8 @@ bench() {   # workers, out dir, extra args
       -- "$PY" measure/benchmarks/bench_grading_scale.py --runs 1 --stock 0 --no-corpus --sandbox bwrap \
          --launch-timeout 5 --solutions 100 --blank 0 --workers 16 --out "$OUT/profiled" \
       2>&1 | grep -E '^run|^CPU|^  ' | tail -12
-    (cd benchmarks && "$PY" profile_summary.py "$OUT/profile.txt" --top 30) > "$OUT/profile_summary.txt"
+    (cd measure/benchmarks && "$PY" profile_summary.py "$OUT/profile.txt" --top 30) > "$OUT/profile_summary.txt"
     gzip -f "$OUT/profile.txt"
   fi
   echo "== $(date -u +%FT%TZ) done"
-} 2>&1 | tee "$OUT/run.log"
+} 2>&1 | tee "$LOG_DIR/run.log"

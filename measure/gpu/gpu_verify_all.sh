@@ -13,12 +13,14 @@
 #   reports/course_gpu/     every course notebook executed top to bottom on the GPU path
 #   reports/grading_gpu/    `ptxlab grade` on a class with faulting kernels, GPU path, sandbox on
 #                           where bubblewrap starts (PTXLAB_BWRAP names an unpacked one)
-#   reports/gpu_verify/     SUMMARY.md (each step's exit status and time, the device, the date)
-#                           and pytest.log, the GPU test suite (pytest -m gpu)
+#   reports/gpu_verify/     SUMMARY.md (each step's exit status and time, the device, the date,
+#                           and the GPU test suite's result: pytest -m gpu's counts and the node
+#                           ids of every skip, failure and error)
 #
 #   bash measure/gpu/gpu_verify_all.sh [LOG_DIR]        # on a machine with a CUDA GPU and CuPy
 #
-# Each step's log goes to LOG_DIR (default /tmp/ptxlab-gpu); the exit status is 1 if any step
+# Each step's log goes to LOG_DIR (default /tmp/ptxlab-gpu), never into reports/: the reports
+# above carry the figures. The exit status is 1 if any step
 # failed. STEPS="verify notebooks ..." runs only the steps named (e.g. again after a change that
 # touches only grading). nbgrader, nbclient and ipykernel must be importable (the course's packages).
 set -uo pipefail
@@ -72,10 +74,18 @@ step verdicts  "$PY" measure/gpu/gpu_verdicts_check.py --out reports/hardware
 step probes    bash -c "'$PY' measure/gpu/probe_launch_config.py --out reports/hardware && \
                      '$PY' measure/gpu/probe_stmatrix_same_row.py --out reports/hardware"
 step grading   "$PY" measure/gpu/gpu_grading_check.py --out reports/grading_gpu --workers 4
-step pytest    "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider tests/
+step pytest    "$PY" -m pytest -q -rfEs -m gpu -p no:cacheprovider tests/
 if [[ -f "$LOGS/pytest.log" ]]; then
-  cp "$LOGS/pytest.log" reports/gpu_verify/pytest.log
-  { echo; echo "pytest -m gpu: $(grep -E '[0-9]+ (passed|failed)' "$LOGS/pytest.log" | tail -n 1)"; } >>"$SUMMARY"
+  {
+    echo
+    echo "pytest -m gpu: $(grep -E '[0-9]+ (passed|failed|skipped|error)' "$LOGS/pytest.log" | tail -n 1)"
+    if grep -qE '^(SKIPPED|FAILED|ERROR) ' "$LOGS/pytest.log"; then
+      echo
+      echo "Skipped, failed or in error, as pytest named them:"
+      echo
+      grep -E '^(SKIPPED|FAILED|ERROR) ' "$LOGS/pytest.log" | sed -E 's/^([A-Z]+) (\[1\] )?/* \L\1\E: /'
+    fi
+  } >>"$SUMMARY"
 fi
 
 if ((${#failed[@]})); then

@@ -6,33 +6,56 @@
 #       configurations (ours, B row- and column-major), CUTLASS's tile sweep and cuBLAS in 3
 #       interleaved rounds, and every TRANSPOSE_SWEEP tile beside the copy at 2048^2 .. 16384^2
 #       (every kernel compiled first in 8 processes); then a short `ptxlab bench` (one round,
-#       no ncu, no CUTLASS) that runs the report's code paths. Writes OUT_DIR/tune.json,
-#       OUT_DIR/sweep.log, OUT_DIR/smoke/ and OUT_DIR/smoke.log. With tune options, the sweep
-#       runs with those instead of --sizes and --rounds (e.g. --sizes 4096 8192 --rounds 4
-#       --transpose-sizes --peer-only LABELS) and no short bench follows.
+#       no ncu, no CUTLASS) that runs the report's code paths. Writes OUT_DIR/tune.json (every
+#       record the sweep prints), OUT_DIR/RUN.md and OUT_DIR/smoke/ (its REPORT.md, report.json
+#       and RUN.md). With tune options, the sweep runs with those instead of --sizes and
+#       --rounds (e.g. --sizes 4096 8192 --rounds 4 --transpose-sizes --peer-only LABELS) and no
+#       short bench follows.
 #
 #   bash measure/sweeps/gpu_capstone_sizes.sh bench OUT_DIR
 #       the whole `ptxlab bench` (the report committed under reports/capstone/), with the
-#       configurations GEMM_BY_SIZE and TRANSPOSE_BY_SIZE name. Writes OUT_DIR/capstone/ and
-#       OUT_DIR/bench.log. ROUNDS=N sets the interleaved rounds per size (default 5).
+#       configurations GEMM_BY_SIZE and TRANSPOSE_BY_SIZE name. Writes OUT_DIR/capstone/
+#       (REPORT.md, report.json with every round, RUN.md). ROUNDS=N sets the interleaved rounds
+#       per size (default 5).
+#
+# RUN.md is the run's own first lines as a report: when it started, the GPU's clock and
+# temperature then (nvidia-smi), nvcc and CuPy, the command. What the terminal shows goes to
+# LOG_DIR (default /tmp/ptxlab-logs/capstone): sweep.log, smoke.log, bench.log, which are not
+# reports (every figure in them is in tune.json, report.json or RUN.md) and stay out of reports/.
 #
 # CUTLASS's headers come from an nvidia-cutlass wheel in .whl/ where nothing else provides them.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 MODE=${1:?usage: gpu_capstone_sizes.sh sweep|bench OUT_DIR [tune options]}
 OUT_DIR=${2:?usage: gpu_capstone_sizes.sh sweep|bench OUT_DIR [tune options]}
+COMMAND="${ROUNDS:+ROUNDS=$ROUNDS }bash measure/sweeps/gpu_capstone_sizes.sh $(printf '%q ' "$@")"
 shift 2
-mkdir -p "$OUT_DIR"
+LOG_DIR="${LOG_DIR:-/tmp/ptxlab-logs/capstone}"
+mkdir -p "$OUT_DIR" "$LOG_DIR"
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PTXLAB_PEER_CACHE="${PTXLAB_PEER_CACHE:-/tmp/ptxlab-peer}"
 PY="${PYTHON:-python3}"
 
-header() {
-  date -u '+%Y-%m-%d %H:%M:%S UTC'
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv,noheader || true
-  nvcc --version | tail -n 2 || true
-  "$PY" -c 'import cupy; print("CuPy", cupy.__version__)'
+header() {   # DIR TITLE: DIR/RUN.md, the run's first lines as a report; also to the terminal
+  local gpu nvcc_version cupy
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu \
+        --format=csv,noheader 2>/dev/null | head -n 1)
+  nvcc_version=$(nvcc --version 2>/dev/null | tail -n 2 | paste -sd ' ' -)
+  cupy=$("$PY" -c 'import cupy; print(cupy.__version__)' 2>/dev/null)
+  mkdir -p "$1"
+  {
+    echo "# $2"
+    echo
+    echo "| | |"
+    echo "| --- | --- |"
+    echo "| started (UTC) | $(date -u '+%Y-%m-%d %H:%M:%S') |"
+    echo "| GPU, as \`nvidia-smi\` gave it (name, driver, highest SM clock, SM clock then, power limit, temperature in °C) | ${gpu:-no nvidia-smi} |"
+    echo "| nvcc | ${nvcc_version:-no nvcc} |"
+    echo "| CuPy | ${cupy:-not importable} |"
+    echo "| command | \`${COMMAND% }\` |"
+  } >"$1/RUN.md"
+  cat "$1/RUN.md"
 }
 
 case "$MODE" in
@@ -40,27 +63,27 @@ case "$MODE" in
     OPTIONS=("$@")
     [[ ${#OPTIONS[@]} -gt 0 ]] || OPTIONS=(--sizes 1024 2048 4096 8192 --rounds 3)
     {
-      header
+      header "$OUT_DIR" "Capstone sweep by size"
       "$PY" -m ptxlab.bench.tune --out "$OUT_DIR" --by-size --skip peak ncu --precompile 8 \
         "${OPTIONS[@]}"
-    } 2>&1 | tee "$OUT_DIR/sweep.log"
+    } 2>&1 | tee "$LOG_DIR/sweep.log"
     [[ $# -eq 0 ]] || exit 0
     {
-      header
+      header "$OUT_DIR/smoke" "Smoke run of the report's code paths"
       "$PY" -m ptxlab.cli bench --out "$OUT_DIR/smoke" --gemm-sizes 1024 --transpose-sizes 2048 \
         --rounds 1 --no-ncu --no-peer --notes "smoke run of the report's code paths"
-    } 2>&1 | tee "$OUT_DIR/smoke.log"
+    } 2>&1 | tee "$LOG_DIR/smoke.log"
     ;;
   bench)
     {
-      header
+      header "$OUT_DIR/capstone" "Capstone bench run"
       "$PY" -m ptxlab.cli bench --out "$OUT_DIR/capstone" --rounds "${ROUNDS:-5}" --notes "ptxlab bench run whole on \
 the H100: ours per size (GEMM_BY_SIZE: B row- and column-major, f16 and f32 out), CUTLASS's SM80 \
 mma.sync GEMM (sweep, then its fastest per size and B layout), cuBLAS, the ceilings, the \
 transpose per size (TRANSPOSE_BY_SIZE) beside the copy, the course's exercise-3 k-loop as a \
 whole GEMM and a K sweep for the fixed cost per tile, in one run; launches under 2 ms timed \
 in CUDA graphs"
-    } 2>&1 | tee "$OUT_DIR/bench.log"
+    } 2>&1 | tee "$LOG_DIR/bench.log"
     ;;
   *) echo "unknown mode $MODE (sweep or bench)" >&2; exit 2 ;;
 esac

@@ -9,20 +9,37 @@
 #
 #   bash measure/sweeps/gpu_capstone_sweep.sh OUT_DIR [tune options...]
 #
-# Writes OUT_DIR/tune.json and OUT_DIR/sweep.log.
+# Writes OUT_DIR/tune.json (every record the sweep prints, the ncu profiles) and OUT_DIR/RUN.md
+# (when it started, the GPU's clock and temperature then, nvcc, CuPy, the command). What the
+# terminal shows goes to LOG_DIR/sweep.log (default /tmp/ptxlab-logs/capstone), not a report: every
+# figure in it is in tune.json or RUN.md, and it stays out of reports/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR=${1:?usage: gpu_capstone_sweep.sh OUT_DIR [tune options]}
+COMMAND="bash measure/sweeps/gpu_capstone_sweep.sh $(printf '%q ' "$@")"
 shift
-mkdir -p "$OUT_DIR"
+LOG_DIR="${LOG_DIR:-/tmp/ptxlab-logs/capstone}"
+mkdir -p "$OUT_DIR" "$LOG_DIR"
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PTXLAB_PEER_CACHE="${PTXLAB_PEER_CACHE:-/tmp/ptxlab-peer}"
 PY="${PYTHON:-python3}"
+gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu \
+      --format=csv,noheader 2>/dev/null | head -n 1)
+nvcc_version=$(nvcc --version 2>/dev/null | tail -n 2 | paste -sd ' ' -)
+cupy=$("$PY" -c 'import cupy; print(cupy.__version__)' 2>/dev/null)
 {
-  date -u '+%Y-%m-%d %H:%M:%S UTC'
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv,noheader || true
-  nvcc --version | tail -n 2 || true
-  "$PY" -c 'import cupy; print("CuPy", cupy.__version__)'
+  echo "# Capstone sweep"
+  echo
+  echo "| | |"
+  echo "| --- | --- |"
+  echo "| started (UTC) | $(date -u '+%Y-%m-%d %H:%M:%S') |"
+  echo "| GPU, as \`nvidia-smi\` gave it (name, driver, highest SM clock, SM clock then, power limit, temperature in °C) | ${gpu:-no nvidia-smi} |"
+  echo "| nvcc | ${nvcc_version:-no nvcc} |"
+  echo "| CuPy | ${cupy:-not importable} |"
+  echo "| command | \`${COMMAND% }\` |"
+} >"$OUT_DIR/RUN.md"
+{
+  cat "$OUT_DIR/RUN.md"
   "$PY" -m ptxlab.bench.tune --out "$OUT_DIR" "$@"
-} 2>&1 | tee "$OUT_DIR/sweep.log"
+} 2>&1 | tee "$LOG_DIR/sweep.log"
