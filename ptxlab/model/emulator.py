@@ -431,14 +431,27 @@ def stmatrix_form(smem: np.ndarray, addrs, regs, f: matrix_forms.MatrixForm) -> 
     if r.shape[0] != a.shape[0]:
         raise BadOperand(f"regs is for {r.shape[0]} warp(s) but addrs for {a.shape[0]}")
     a, batched, mem, rows, src_lane, col = _form_rows(f, addrs, smem, writable=True)
-    if mem.shape[0] == 1 and a.shape[0] > 1:
-        raise BadOperand("a batch of stmatrix warps needs one shared buffer per warp: (W, S)")
     _refuse_shared_rows(rows, batched)
     shifts = np.arange(4, dtype=np.uint32) * np.uint32(8)
     data = ((r[..., None] >> shifts) & np.uint32(0xFF)).astype(np.uint8)   # (W, 32, regs, 4)
     dst = rows[:, src_lane] + col[None]                             # (W, 32, regs, 4)
+    if mem.shape[0] == 1 and a.shape[0] > 1:
+        # warps of several blocks side by side in one buffer: fine while no two warps store
+        # to one byte, which is for the caller to have checked (which warp wins is not said)
+        _refuse_shared_bytes(dst)
+        mem[0][dst] = data
+        return
     w_idx = np.arange(a.shape[0])[:, None, None, None]
     mem[w_idx, dst] = data
+
+
+def _refuse_shared_bytes(dst: np.ndarray) -> None:
+    """Warps of a batch that share one buffer must store to different bytes."""
+    per_warp = [np.unique(d) for d in dst.reshape(dst.shape[0], -1)]
+    every = np.concatenate(per_warp)
+    if np.unique(every).size != every.size:
+        raise BadOperand("warps of a batch that share one shared buffer store to the same "
+                         "bytes; give each warp its own buffer: (W, S)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,11 +64,12 @@ def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str
                                        in_fmt, c_fmt, out_fmt)
                                for i in range(0, A.shape[0], _CHUNK)])
     with np.errstate(invalid="ignore", over="ignore"):
-        P = A[:, :, :, None] * B[:, None, :, :]                      # (W, M, K, N), exact
-        ea, eb, ce = exponents(A, in_fmt), exponents(B, in_fmt), exponents(C, c_fmt)
+        Bt = np.swapaxes(B, 1, 2)                                    # (W, N, K): K last,
+        P = A[:, :, None, :] * Bt[:, None, :, :]                     # (W, M, N, K), exact
+        ea, eb, ce = exponents(A, in_fmt), exponents(Bt, in_fmt), exponents(C, c_fmt)
         special = not (np.isfinite(A).all() and np.isfinite(B).all() and np.isfinite(C).all())
         # exponents are finite or -inf (zeros), so a sum of two is never NaN
-        emax = np.maximum((ea[:, :, :, None] + eb[:, None, :, :]).max(axis=2), ce)
+        emax = np.maximum((ea[:, :, None, :] + eb[:, None, :, :]).max(axis=3), ce)
         emax = np.where(np.isfinite(emax), emax, 0.0)                # all terms zero
         shift = (ALIGN_BITS - emax).astype(np.int64)                # scale to the truncation grid
         if special:
@@ -76,12 +77,16 @@ def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str
             Pf, Cf = np.where(finite_p, P, 0.0), np.where(finite_c, C, 0.0)
         else:
             Pf, Cf = P, C
-        T = np.trunc(np.ldexp(Pf, shift[:, :, None, :])).sum(axis=2)
-        S = np.ldexp(T + np.trunc(np.ldexp(Cf, shift)), -shift)
+        # scaling by a power of two is exact here (the scaled terms lie within 2**26, and a
+        # term that would underflow truncates to zero either way), so a multiplication does
+        # what ``np.ldexp`` does, for less
+        up = np.ldexp(1.0, shift)
+        T = np.trunc(Pf * up[..., None]).sum(axis=3)
+        S = (T + np.trunc(Cf * up)) * np.ldexp(1.0, -shift)
         if special:   # IEEE: a NaN or inf*0 gives NaN; +inf and -inf together give NaN
-            nan = np.isnan(P).any(axis=2) | np.isnan(C)
-            pos = (P == np.inf).any(axis=2) | (C == np.inf)
-            neg = (P == -np.inf).any(axis=2) | (C == -np.inf)
+            nan = np.isnan(P).any(axis=3) | np.isnan(C)
+            pos = (P == np.inf).any(axis=3) | (C == np.inf)
+            neg = (P == -np.inf).any(axis=3) | (C == -np.inf)
             nan |= pos & neg
     if out_fmt == "f32":
         bits = round_f32_toward_zero(S).view(np.uint32)

@@ -17,21 +17,24 @@ import numpy as np
 from . import floats, memory
 from .errors import PtxSyntaxError
 from .parser import Addr, FImm, Function, Imm, Instruction, Reg, Sink, Special, Sym
-from .values import SIGNED_TYPES, TYPE_NAMES, VIEW_DTYPE, constant, convert_bits
+from .values import SIGNED_TYPES, TYPE_NAMES, VIEW_DTYPE, WARP, constant, convert_bits
 
 # kinds of code entries
 K_OP, K_BRA, K_EXIT, K_RET, K_BAR, K_COLL, K_CALL, K_TRAP = range(8)
 
 
 class CodeEntry:
-    """One decoded instruction."""
+    """One decoded instruction. ``wide``: how a warp-collective instruction (or one that must
+    run for every lane at once) runs over many warps held as one vector, ``fn(w, m)`` with
+    ``w`` a :class:`ptxlab.run.ptx.wide.WideWarp`; ``None`` where the family has no such form,
+    and a program that reaches one runs warp by warp."""
 
-    __slots__ = ("kind", "fn", "target", "guard", "neg", "member", "aligned", "extra")
+    __slots__ = ("kind", "fn", "target", "guard", "neg", "member", "aligned", "extra", "wide")
 
     def __init__(self, kind: int, fn=None, *, target: int = -1, guard: int = -1,
-                 neg: bool = False, member=None, aligned: bool = False, extra=None):
+                 neg: bool = False, member=None, aligned: bool = False, extra=None, wide=None):
         self.kind, self.fn, self.target, self.guard, self.neg = kind, fn, target, guard, neg
-        self.member, self.aligned, self.extra = member, aligned, extra
+        self.member, self.aligned, self.extra, self.wide = member, aligned, extra, wide
 
 
 @dataclass
@@ -45,13 +48,22 @@ class FunctionCode:
     local_base: int = 0
     local_size: int = 0
     local_offsets: dict = field(default_factory=dict)
+    width: int = WARP                     # lanes per register array (32: one warp)
 
     def initial_registers(self) -> list:
-        return [_ZEROS[np.dtype(d)] for d in self.reg_dtypes]
+        return [_zeros(d, self.width) for d in self.reg_dtypes]
 
 
-_ZEROS = {np.dtype(d): constant(0, d) for d in (np.bool_, np.uint8, np.uint16, np.uint32,
-                                                  np.uint64)}
+_ZEROS: dict = {}
+
+
+def _zeros(dtype, width: int) -> np.ndarray:
+    """The read-only zero register of ``dtype`` and ``width`` lanes (shared: never written)."""
+    key = (np.dtype(dtype), width)
+    z = _ZEROS.get(key)
+    if z is None:
+        z = _ZEROS[key] = constant(0, dtype, width)
+    return z
 
 
 class Unsupported(Exception):
@@ -78,7 +90,12 @@ class DecodeContext:
         self.program = program
         self.fcode = fcode
         self.fn = fcode.fn
+        self.width = fcode.width            # lanes of every constant operand
         self.ins: Instruction | None = None
+
+    def constant(self, value, dtype) -> np.ndarray:
+        """A constant operand: one value in every lane of this decode's width."""
+        return constant(value, dtype, self.width)
 
     # ---- errors ----
     def error(self, message: str) -> PtxSyntaxError:
@@ -159,7 +176,7 @@ class DecodeContext:
             if space == "callparam":
                 raise self.error(f"the address of call parameter {op.name} cannot be taken")
             value = addr + op.offset
-            return self._const_getter(constant(value & ((1 << (8 * vd.itemsize)) - 1),
+            return self._const_getter(self.constant(value & ((1 << (8 * vd.itemsize)) - 1),
                                                _unsigned(vd)).view(vd))
         raise self.error(f"operand {op!r} cannot be read as .{t}")
 
@@ -170,16 +187,16 @@ class DecodeContext:
     def immediate(self, op, t: str) -> np.ndarray:
         vd = np.dtype(VIEW_DTYPE[t])
         if t == "pred":
-            return constant(bool(getattr(op, "value", 0)), np.bool_)
+            return self.constant(bool(getattr(op, "value", 0)), np.bool_)
         if isinstance(op, Imm):
             v = op.value
             if t in ("f32", "f64"):
-                return constant(float(v), vd)
+                return self.constant(float(v), vd)
             if t in ("f16", "bf16"):
                 fmt = floats.F16 if t == "f16" else floats.BF16
                 bits = floats.encode(floats.round_to_format(np.array([float(v)]), fmt), fmt)
-                return constant(int(bits[0]), np.uint16)
-            return constant(v & ((1 << (8 * vd.itemsize)) - 1), _unsigned(vd)).view(vd)
+                return self.constant(int(bits[0]), np.uint16)
+            return self.constant(v & ((1 << (8 * vd.itemsize)) - 1), _unsigned(vd)).view(vd)
         assert isinstance(op, FImm)
         if op.bits == 32:
             value = struct.unpack("<f", struct.pack("<I", op.raw))[0]
@@ -187,19 +204,20 @@ class DecodeContext:
             value = struct.unpack("<d", struct.pack("<Q", op.raw))[0]
         if t in ("f32", "f64", "f16", "bf16") or vd.kind == "f":
             if t == "f32" and op.bits == 32:
-                return constant(op.raw, np.uint32).view(np.float32)
+                return self.constant(op.raw, np.uint32).view(np.float32)
             if t == "f64" and op.bits == 64:
-                return constant(op.raw, np.uint64).view(np.float64)
+                return self.constant(op.raw, np.uint64).view(np.float64)
             if t in ("f32", "f64"):
-                return constant(value, vd)
+                return self.constant(value, vd)
             fmt = floats.F16 if t == "f16" else floats.BF16
             bits = floats.encode(floats.round_to_format(np.array([value]), fmt), fmt)
-            return constant(int(bits[0]), np.uint16)
+            return self.constant(int(bits[0]), np.uint16)
         # bit/int types take the raw bits of the float literal
         if op.bits == 8 * vd.itemsize:
-            return constant(op.raw, _unsigned(vd)).view(vd)
+            return self.constant(op.raw, _unsigned(vd)).view(vd)
         if op.bits == 64 and vd.itemsize == 4:
-            return constant(struct.unpack("<I", struct.pack("<f", value))[0], np.uint32).view(vd)
+            bits = struct.unpack("<I", struct.pack("<f", value))[0]
+            return self.constant(bits, np.uint32).view(vd)
         raise self.error(f"float literal of {op.bits} bits does not fit .{t}")
 
     # ---- destinations ----
@@ -236,7 +254,7 @@ class DecodeContext:
             raise self.error(f"expected an address [..], got {op!r}")
         off = op.offset
         if op.base is None:
-            arr = constant(off & 0xFFFFFFFFFFFFFFFF, np.uint64)
+            arr = self.constant(off & 0xFFFFFFFFFFFFFFFF, np.uint64)
             return space, (lambda w: arr)
         if isinstance(op.base, Sym):
             sspace, addr = self.symbol(op.base.name)
@@ -244,11 +262,11 @@ class DecodeContext:
                 return "callparam", op.base.name
             if space == "generic":
                 value = self.symbol_generic(op.base.name, off)
-                arr = constant(value, np.uint64)
+                arr = self.constant(value, np.uint64)
                 return "generic", (lambda w: arr)
             if space != sspace and not (space == "const" and sspace == "global"):
                 raise self.error(f"{op.base.name} is in .{sspace}, not .{space}")
-            arr = constant(addr + off, np.uint64)
+            arr = self.constant(addr + off, np.uint64)
             return space, (lambda w: arr)
         i = self.reg(op.base.name)
         sd = np.dtype(self.fcode.reg_dtypes[i])

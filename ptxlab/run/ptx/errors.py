@@ -143,3 +143,14 @@ class UnsupportedInstruction(KernelFault):
     """An instruction the CPU model does not execute: run the kernel on a GPU instead."""
 
     failure_kind = FailureKind.UNSUPPORTED
+
+
+class NeedsWarpByWarp(Exception):
+    """Raised inside a vector run of many warps (:mod:`ptxlab.run.ptx.wide`) where that run
+    could differ from the warp-by-warp model: a fault, a race, a divergent barrier, an
+    instruction without a vector form. The launch then runs again warp by warp, which gives
+    the one answer and report the CPU model promises."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason

@@ -35,6 +35,37 @@ class Flow:
         self.pvars = pvars                      # call parameters by name -> (32, size) uint8
         self.is_entry = is_entry
 
+    def reconverge(self, pc: int, mask):
+        """The running group reached the lowest waiting group's PC (merge with it) or passed it
+        (park the running group and run the waiting one first, which is behind)."""
+        top = self.pending.pop(0)
+        if top[0] == pc:
+            return pc, mask_or(mask, top[1])
+        self.push(pc, mask)
+        return top[0], top[1]
+
+    def branch(self, entry, pc: int, mask):
+        """``bra`` of the running group: the (pc, mask) to run next; a predicate that splits
+        the lanes runs the lower target first and leaves the other part waiting."""
+        if entry.guard < 0:
+            return entry.target, mask
+        pred = self.R[entry.guard]
+        if entry.neg:
+            pred = ~pred
+        if mask is not None:
+            pred = pred & mask
+        if not pred.any():
+            return pc + 1, mask
+        rest = ~pred if mask is None else mask & ~pred
+        if not rest.any():
+            return entry.target, mask
+        taken = None if pred.all() else pred
+        if entry.target < pc + 1:
+            self.push(pc + 1, rest)
+            return entry.target, taken
+        self.push(entry.target, taken)
+        return pc + 1, rest
+
     def push(self, pc: int, m) -> None:
         """Add a group, merging with one already waiting at the same PC."""
         pend = self.pending

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import memory, synccheck
+from . import memory, synccheck, wide
 from .errors import (Deadlock, DeviceAssertion, DivergenceFault, KernelFault, LaunchError,
-                     MemoryFault, UndefinedStore, UnsupportedInstruction, Where)
+                     MemoryFault, NeedsWarpByWarp, UndefinedStore, UnsupportedInstruction, Where)
 from .decode_context import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, K_TRAP,
                              FunctionCode)
 from .flow import BLOCKED, DONE, Flow
@@ -41,6 +41,8 @@ DEFAULT_BRANCH_BUDGET = 20_000_000
 
 class Warp:
     """Architectural state of one warp."""
+
+    width = WARP                              # lanes per register array
 
     __slots__ = ("index", "block", "launch", "R", "special", "live", "spaces", "flows",
                  "state", "bar_id", "red", "cp_open", "cp_groups", "local", "exited_at")
@@ -179,16 +181,6 @@ def _next_or_return(w: Warp, fl: Flow, pc: int):
     return nxt
 
 
-def _reconverge(fl: Flow, pc: int, mask):
-    """The running group reached the lowest waiting group's PC (merge with it) or passed it
-    (park the running group and run the waiting one first, which is behind)."""
-    top = fl.pending.pop(0)
-    if top[0] == pc:
-        return pc, mask_or(mask, top[1])
-    fl.push(pc, mask)
-    return top[0], top[1]
-
-
 def _step_branch(w: Warp, fl: Flow, entry, pc: int, mask):
     """``bra``: counted against the launch's budget (a CPU model cannot wait out a spin on
     another warp); a predicate that splits the lanes runs the lower target first."""
@@ -205,24 +197,7 @@ def _step_branch(w: Warp, fl: Flow, entry, pc: int, mask):
             f"the kernel ran more than {launch.branch_budget} branches: an endless loop? (a lane "
             "spinning on a value another warp or block writes never finishes on the CPU model, "
             "which runs warps one at a time)", lanes_of(mask), kind="deadlock")
-    if entry.guard < 0:
-        return entry.target, mask
-    pred = fl.R[entry.guard]
-    if entry.neg:
-        pred = ~pred
-    if mask is not None:
-        pred = pred & mask
-    if not pred.any():
-        return pc + 1, mask
-    rest = ~pred if mask is None else mask & ~pred
-    if not rest.any():
-        return entry.target, mask
-    taken = None if pred.all() else pred
-    if entry.target < pc + 1:
-        fl.push(pc + 1, rest)
-        return entry.target, taken
-    fl.push(entry.target, taken)
-    return pc + 1, rest
+    return fl.branch(entry, pc, mask)
 
 
 def _step_exit(w: Warp, fl: Flow, entry, pc: int, mask):
@@ -333,7 +308,7 @@ def run_flow(w: Warp, fl: Flow) -> int:
     try:
         while True:
             if pc >= merge_at:
-                pc, mask = _reconverge(fl, pc, mask)
+                pc, mask = fl.reconverge(pc, mask)
             else:
                 entry = code[pc]
                 if entry.kind == K_OP:
@@ -511,11 +486,16 @@ class Launch:
     def __init__(self, program: Program, grid, block, args, shared_mem: int = 0,
                  branch_budget: int = DEFAULT_BRANCH_BUDGET, printf=None,
                  racecheck: str | None = None, device_memory: memory.GlobalMemory | None = None,
-                 raw_params: bytes | None = None, time_limit_s: float | None = None):
+                 raw_params: bytes | None = None, time_limit_s: float | None = None,
+                 engine: str | None = None):
         """``device_memory`` and ``raw_params``: a whole program's launch, whose buffers live
         across launches and whose arguments come packed as the driver packs them;
-        ``time_limit_s``: stop an endless loop after that long, not only after the budget."""
+        ``time_limit_s``: stop an endless loop after that long, not only after the budget;
+        ``engine``: ``vector`` or ``warp`` (:func:`.wide.engine`)."""
         self.program = program
+        self.engine = wide.engine(engine)
+        #: how the launch ran: ``vector``, or ``warp`` and why (set by :meth:`run`)
+        self.ran_as: tuple[str, str] = ("warp", "")
         self.racecheck = racecheck_mode(racecheck)
         self.grid = _dims(grid, "grid")
         self.block = _dims(block, "block")
@@ -660,13 +640,29 @@ class Launch:
         return out
 
     def run(self) -> list:
-        gx, gy, gz = self.grid
         with np.errstate(all="ignore"):
-            for z in range(gz):
-                for y in range(gy):
-                    for x in range(gx):
-                        BlockRun(self, (x, y, z)).run()
+            why = wide.why_not(self) if self.engine == "vector" else "asked for"
+            self.ran_as = ("warp", why)
+            if not why:
+                saved = [(b, b.data.copy()) for b in self.glob.buffers]
+                try:
+                    wide.run(self)
+                    self.ran_as = ("vector", "")
+                    return self.outputs()
+                except NeedsWarpByWarp as stop:     # the warp-by-warp model answers
+                    for b, data in saved:
+                        b.data[:] = data
+                    self.branches = 0
+                    self.ran_as = ("warp", stop.reason)
+            self._run_warp_by_warp()
         return self.outputs()
+
+    def _run_warp_by_warp(self) -> None:
+        gx, gy, gz = self.grid
+        for z in range(gz):
+            for y in range(gy):
+                for x in range(gx):
+                    BlockRun(self, (x, y, z)).run()
 
     def outputs(self) -> list:
         results = []

@@ -16,7 +16,7 @@ from .decode_context import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, 
 from .errors import PtxSyntaxError
 from .instructions import compile_instruction
 from .parser import Instruction, Module, Param, VarDecl
-from .values import storage_dtype, type_bytes
+from .values import WARP, storage_dtype, type_bytes
 
 # ---------------------------------------------------------------------------------------------
 # The decoded program
@@ -30,7 +30,9 @@ class Program:
     """One entry point of a PTX module, decoded (with the ``.func``s it may call)."""
 
     def __init__(self, module: Module, entry: str, *, source_name: str = "kernel.cu",
-                 source_text: str = ""):
+                 source_text: str = "", width: int = WARP):
+        """``width``: lanes per register array, 32 for one warp; a multiple of 32 decodes the
+        program to run that many lanes of many warps as one vector (:meth:`at_width`)."""
         if entry not in module.functions or not module.functions[entry].is_entry:
             raise KeyError(entry)
         self.module = module
@@ -38,6 +40,8 @@ class Program:
         self.source_name = source_name
         self.source_text = source_text
         self.function_names = set(module.functions)
+        self.width = width
+        self._widths: dict[int, Program] = {}
         entry_fn = module.functions[entry]
         # -- kernel parameters, packed as the driver packs them --
         self.params: list[tuple[Param, int]] = []
@@ -83,7 +87,7 @@ class Program:
         for fn in module.functions.values():
             if not fn.has_body or (fn.is_entry and fn.name != entry):
                 continue
-            fc = FunctionCode(fn.name, fn)
+            fc = FunctionCode(fn.name, fn, width=width)
             for name, typ in fn.regs.items():
                 fc.reg_ids[name] = len(fc.reg_dtypes)
                 fc.reg_dtypes.append(storage_dtype(typ))
@@ -100,6 +104,18 @@ class Program:
             self._decode(fc)
         self.entry = self.functions[entry]
 
+    def at_width(self, width: int) -> "Program":
+        """The same kernel decoded for ``width`` lanes (kept: a launch of the same shape
+        decodes once)."""
+        if width == self.width:
+            return self
+        prog = self._widths.get(width)
+        if prog is None:
+            prog = self._widths[width] = Program(self.module, self.entry_name,
+                                                 source_name=self.source_name,
+                                                 source_text=self.source_text, width=width)
+        return prog
+
     # ---------------------------------------------------------------------------------------
     def _decode(self, fc: FunctionCode) -> None:
         cx = DecodeContext(self, fc)
@@ -114,7 +130,9 @@ class Program:
             if not isinstance(entry, CodeEntry):
                 entry = CodeEntry(K_OP, entry)
             if ins.guard is not None and entry.kind == K_OP:
-                entry = CodeEntry(K_OP, _guarded(entry.fn, cx.reg(ins.guard.name), ins.guard.neg))
+                g, neg = cx.reg(ins.guard.name), ins.guard.neg
+                entry = CodeEntry(K_OP, _guarded(entry.fn, g, neg),
+                                  wide=_guarded(entry.wide, g, neg) if entry.wide else None)
             elif ins.guard is not None and entry.kind in (K_BRA,):
                 entry.guard = cx.reg(ins.guard.name)
                 entry.neg = ins.guard.neg

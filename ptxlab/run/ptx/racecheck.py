@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..failure import FailureKind, RaceSide
+from ..failure import CLIP, MAX_CAUSE, FailureKind, RaceSide, clip_text
 from .errors import KernelFault, Where
 from .memory import SHARED_START
 
@@ -84,14 +84,13 @@ class Access:
     source: str          # "kernel.cu:12" (from .loc), empty without line info
     source_text: str
 
-    def place(self) -> str:
-        """Where in the code, shortest first: the CUDA line and its text, then the PTX line
-        (its text only when there is no CUDA line to show)."""
+    def place(self, clip: int = CLIP) -> str:
+        """Where in the code: the CUDA line and the PTX line, then the CUDA line's text (the PTX
+        line's where there is no CUDA line) cut to ``clip`` characters (0: no text)."""
         ptx = f"PTX line {self.ptx_line}" if self.ptx_line else "PTX"
-        if self.source:
-            text = _clip(self.source_text)
-            return f"{self.source}" + (f" `{text}`" if text else "") + f" ({ptx})"
-        return f"{ptx}" + (f" `{_clip(self.ptx_text)}`" if self.ptx_text else "")
+        text = self.source_text if self.source else self.ptx_text
+        text = _clip(text, clip) if clip else ""
+        return (f"{self.source} ({ptx})" if self.source else ptx) + (f" `{text}`" if text else "")
 
     def who(self) -> str:
         return f"warp {self.warp}" + (f" lane {self.lane}" if self.lane >= 0 else "")
@@ -113,9 +112,8 @@ def _line_number(source: str, name: str) -> int | None:
     return None
 
 
-def _clip(text: str, n: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+def _clip(text: str, n: int = CLIP) -> str:
+    return clip_text(text, n)
 
 
 @dataclass
@@ -135,16 +133,20 @@ class Race:
         return {("write", "read"): "read-after-write", ("read", "write"): "write-after-read",
                 ("write", "write"): "write-after-write"}[(self.first.kind, self.second.kind)]
 
-    def describe(self) -> str:
+    def describe(self, clip: int = CLIP) -> str:
+        """The two accesses: hazard, warps and lanes, the address, the CUDA and PTX lines, and
+        each line's text cut to ``clip`` characters (0: none; none either for an access the
+        instruction names, ``with ldmatrix``: its line is the asm statement)."""
         verb = {"read": "reads", "write": "writes"}[self.second.kind]
         done = {"read": "read", "write": "wrote"}[self.first.kind]
-        there = self.second.place()
-        before = self.first.place()
+        before = self.first.place(0 if self.first.how() else clip)
         if self.first.source and self.first.source == self.second.source:
-            before = "the same line"
+            before = "the same line" + ("" if self.first.ptx_line == self.second.ptx_line
+                                        else f" (PTX line {self.first.ptx_line})")
+        there = self.second.place(0 if self.second.how() else clip)
         return (f"({self.hazard}): {self.second.who()} {verb}{self.second.how()} shared "
                 f"address 0x{self.address:x} at {there}, which {self.first.who()} {done}"
-                f"{self.first.how()} at {before}, with no barrier between them")
+                f"{self.first.how()} at {before}, no barrier between them")
 
     def advice(self) -> str:
         """What fixes it, from what was seen: the same values written by two warps are a copy
@@ -157,19 +159,14 @@ class Race:
 
 #: Several warps write the same values to the same addresses: each copies the whole tile.
 REDUNDANT_COPY_ADVICE = (
-    "several warps write the same values to the same shared addresses: every warp copies the "
-    "whole tile, the copy is not split by thread. Start the copy loop at threadIdx.x and step "
-    "by blockDim.x, so each thread copies its own elements; a barrier does not fix this")
-#: One warp writes, another reads the same address, unordered.
-BARRIER_ADVICE = (
-    "a write by one warp and a read of the same shared address by another are not ordered: on "
-    "a GPU the result depends on which warp runs first. Put __syncthreads() after the writes "
-    "and before the reads, where every thread of the block reaches it")
-#: Two warps write different values to one address.
-OVERWRITE_ADVICE = (
-    "two warps write different values to the same shared address: which one stays depends on "
-    "timing. Give each element one writer (index by threadIdx.x), or order the writes with "
-    "__syncthreads()")
+    "the copy is not split by thread: every warp copies the whole tile. Loop from threadIdx.x "
+    "in steps of blockDim.x; a barrier does not fix this")
+#: One warp writes, another reads the same address, unordered: which runs first decides.
+BARRIER_ADVICE = ("put __syncthreads() after the writes and before the reads, where the "
+                  "whole block reaches it")
+#: Two warps write different values to one address: which one stays depends on timing.
+OVERWRITE_ADVICE = ("the values differ: give each element one writer (index by threadIdx.x), "
+                    "or order the writes with __syncthreads()")
 
 
 def _all_unchanged(unchanged, where: np.ndarray) -> bool:
@@ -317,12 +314,20 @@ class RaceTracker:
             return
         first = self.races[0]
         more = len(self.races) - 1
-        message = (f"race in shared memory {first.describe()}"
-                   + (f" ({more} more pair{'s' if more > 1 else ''} of instructions race too)"
-                      if more else ""))
+        advice = first.advice()
+        for clip in (*range(CLIP, 15, -2), 0):    # source texts cut until the cause fits
+            message = (f"race in shared memory {first.describe(clip)}"
+                       + (f" ({more} more pair{'s' if more > 1 else ''} race too)" if more else ""))
+            race = self._fault(first, message, advice)
+            if len(race.failure.cause()) <= MAX_CAUSE:
+                break
         if mode == "warn":
-            warnings.warn(RaceWarning(f"{message}. {first.advice()}"), stacklevel=2)
+            warnings.warn(RaceWarning(f"{message}. {advice}"), stacklevel=2)
             return
+        raise race
+
+    def _fault(self, first: Race, message: str, advice: str) -> SharedMemoryRace:
+        """The :class:`SharedMemoryRace` of ``first``, located at its second access."""
         where = Where(block=self.block, warp=first.second.warp,
                       lanes=(first.second.lane,) if first.second.lane >= 0 else (),
                       ptx_line=first.second.ptx_line, ptx_text=first.second.ptx_text,
@@ -331,7 +336,6 @@ class RaceTracker:
         sides = tuple(RaceSide(a.kind, a.warp, a.lane, a.ptx_line, a.source,
                                _line_number(a.source, name))
                       for a in (first.first, first.second))
-        race = SharedMemoryRace(message, where, address=first.address,
-                                race=sides)
-        race.advice = first.advice()
-        raise race
+        race = SharedMemoryRace(message, where, address=first.address, race=sides)
+        race.advice = advice
+        return race

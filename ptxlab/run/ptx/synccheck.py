@@ -29,8 +29,8 @@ class BarrierDivergence(DivergenceFault):
 
     sanitizer = "synccheck"
     failure_kind = FailureKind.BARRIER
-    advice = ("every thread of the block must reach the same __syncthreads(): put it where no "
-              "thread has returned and outside any branch that depends on threadIdx")
+    advice = ("every thread of the block must reach the same __syncthreads(): none may "
+              "return before it or skip it in a branch")
 
 
 #: The advice for a ``__syncwarp(mask)`` whose mask names a lane that never reaches it.
@@ -87,8 +87,7 @@ def check_release(block, bar_id: int, state) -> None:
         where = "; ".join(f"{_warps_text(ix)} exited{place}" for place, ix in by_place.items())
         _raise(block, first, pc, (),
                f"divergent threads in block: {what} was reached by {_warps_text(arrived)} only; "
-               f"{where} without reaching it. A GPU lets exited threads release a barrier, so "
-               "it orders nothing for them")
+               f"{where} without reaching it, so on a GPU it orders nothing")
     places = {}
     for w in waiting:
         places.setdefault(w.flows[0].pc - 1, []).append(w.index)

@@ -47,9 +47,10 @@ def storage_dtype(reg_type: str):
     return STORAGE_BY_SIZE[type_bytes(reg_type)]
 
 
-def constant(value, dtype) -> np.ndarray:
-    """A read-only (32,) array holding one value for every lane."""
-    arr = np.full(WARP, value, dtype=dtype)
+def constant(value, dtype, width: int = WARP) -> np.ndarray:
+    """A read-only array holding one value for every lane: 32 of them, or ``width`` when the
+    program runs many warps as one vector (:mod:`ptxlab.run.ptx.wide`)."""
+    arr = np.full(width, value, dtype=dtype)
     arr.flags.writeable = False
     return arr
 

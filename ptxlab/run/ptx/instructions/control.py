@@ -7,6 +7,7 @@ import numpy as np
 from ..decode_context import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_RET, K_TRAP, CodeEntry,
                               Unsupported)
 from ..flow import DONE, Flow
+from ..errors import NeedsWarpByWarp
 from ..memory import LaneFault
 from ..parser import ParenList, Reg, Sym
 from ..values import WARP
@@ -47,7 +48,7 @@ def no_op(ins, cx):
     if ins.opcode == "createpolicy":
         # produces a cache policy value that only hints the hardware
         d = cx.dst(ins.operands[0], "b64")
-        zero = np.zeros(WARP, dtype=np.uint64)
+        zero = cx.constant(0, np.uint64)
         return lambda w, m: d(w, zero, m)
     if ins.opcode == "fence" and any(x.startswith("proxy") for x in ins.mods):
         return lambda w, m: None
@@ -63,7 +64,8 @@ def bar(ins, cx):
     mods = set(ins.mods)
     if "warp" in mods:
         member = cx.src(ins.operands[0], "b32")
-        return CodeEntry(K_COLL, lambda w, m: None, member=member, extra="bar.warp.sync")
+        return CodeEntry(K_COLL, lambda w, m: None, member=member, extra="bar.warp.sync",
+                         wide=lambda w, m: None)
     mode = "sync"
     if "arrive" in mods:
         mode = "arrive"
@@ -120,7 +122,16 @@ def bar(ins, cx):
         w.block.arrive(w, b, n, mode, red)
         return "arrive" if mode == "arrive" else "wait"
 
-    return CodeEntry(K_BAR, fn, aligned=aligned, extra=ins.full_opcode)
+    def wide(w, m):
+        """Every lane of the blocks in ``m`` is here (the vector run waits for that): only
+        one barrier number is left to check."""
+        ids = bar_id(w) if m is None else bar_id(w)[m]
+        if (ids != ids[0]).any() or int(ids[0]) > 15:
+            raise NeedsWarpByWarp("lanes name different barriers, or one that does not exist")
+
+    plain = mode == "sync" and count is None
+    return CodeEntry(K_BAR, fn, aligned=aligned, extra=ins.full_opcode,
+                     wide=wide if plain else None)
 
 
 # ---------------------------------------------------------------------------------------------

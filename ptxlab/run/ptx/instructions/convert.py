@@ -7,7 +7,7 @@ from .. import floats, memory
 from ..decode_context import Unsupported, types_of
 from ..memory import LaneFault
 from ..parser import Sym, Vec
-from ..values import FLOAT_TYPES, SIGNED_TYPES, VIEW_DTYPE, WARP, type_bytes
+from ..values import FLOAT_TYPES, SIGNED_TYPES, VIEW_DTYPE, type_bytes
 from .registry import handles
 
 _FMT = {"f16": floats.F16, "bf16": floats.BF16, "f32": floats.F32, "f64": floats.F64,
@@ -51,7 +51,7 @@ def mov(ins, cx):
         set_ = cx.dst(d, {16: "b16", 32: "b32", 64: "b64"}[type_bytes(t) * 8])
 
         def pack(w, m):
-            acc = np.zeros(WARP, dtype=ud)
+            acc = np.zeros(w.width, dtype=ud)
             for i, g in enumerate(gets):
                 acc = acc | (g(w).astype(ud) << ud.type(i * width))
             set_(w, acc, m)
@@ -97,7 +97,7 @@ def cvta(ins, cx):
             active = v if m is None else v[m]
             bad = (active < b) | (active >= b + np.uint64(memory.WINDOW_SIZE))
             if bad.any():
-                lanes = np.nonzero(m)[0] if m is not None else np.arange(WARP)
+                lanes = np.nonzero(m)[0] if m is not None else np.arange(w.width)
                 i = int(np.argmax(bad))
                 raise LaneFault(f"cvta.to.{space}: generic address 0x{int(active[i]):x} is not a "
                                 f".{space} address", [lanes[i]])

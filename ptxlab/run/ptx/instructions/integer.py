@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..decode_context import Unsupported, types_of
-from ..values import FLOAT_TYPES, SIGNED_BY_SIZE, SIGNED_TYPES, UNSIGNED_BY_SIZE, VIEW_DTYPE, WARP
+from ..values import FLOAT_TYPES, SIGNED_BY_SIZE, SIGNED_TYPES, UNSIGNED_BY_SIZE, VIEW_DTYPE
 from . import floating
 from .registry import handles
 
@@ -81,7 +81,7 @@ def _add_cc(ins, cx, t, carry_in: bool):
     def fn(w, m):
         x = _unsigned_view(ga(w)).astype(object)
         y = _unsigned_view(gb(w)).astype(object)
-        cin = w.block.carry.get(w.index, np.zeros(WARP, dtype=np.int64)) if carry_in else 0
+        cin = w.block.carry.get(w.index, np.zeros(w.width, dtype=np.int64)) if carry_in else 0
         if sub:
             full = x - y - (cin if carry_in else 0)
             cout = (full < 0).astype(np.int64) if hasattr(full, "astype") else None
@@ -92,7 +92,7 @@ def _add_cc(ins, cx, t, carry_in: bool):
         res = np.array([int(v) & mask for v in full], dtype=_U[bits // 8])
         s(w, res.view(VIEW_DTYPE[t]), m)
         if write_cc:
-            old = w.block.carry.get(w.index, np.zeros(WARP, dtype=np.int64))
+            old = w.block.carry.get(w.index, np.zeros(w.width, dtype=np.int64))
             w.block.carry[w.index] = cout if m is None else np.where(m, cout, old)
     return fn
 
@@ -367,9 +367,9 @@ def brev(ins, cx):
 
     def fn(w, m):
         v = np.ascontiguousarray(ga(w))
-        b = v.view(np.uint8).reshape(WARP, -1)
+        b = v.view(np.uint8).reshape(w.width, -1)
         r = _REV8[b[:, ::-1]]
-        s(w, np.ascontiguousarray(r).view(v.dtype).reshape(WARP), m)
+        s(w, np.ascontiguousarray(r).view(v.dtype).reshape(w.width), m)
     return fn
 
 
@@ -558,7 +558,7 @@ def lop3(ins, cx):
 
     def fn(w, m):
         x, y, z = ga(w), gb(w), gc(w)
-        r = np.zeros(WARP, dtype=np.uint32)
+        r = np.zeros(w.width, dtype=np.uint32)
         for i in range(8):
             if (table >> i) & 1:
                 r |= (x if i & 4 else ~x) & (y if i & 2 else ~y) & (z if i & 1 else ~z)

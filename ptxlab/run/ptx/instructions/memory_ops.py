@@ -8,14 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 from .. import floats
-from ..decode_context import Unsupported, types_of
+from ..decode_context import K_OP, CodeEntry, Unsupported, types_of
+from ..errors import NeedsWarpByWarp
 from ..parser import Imm, Reg, Vec
 from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
 from .registry import handles
 
 _SPACES = {"global", "shared", "local", "param", "const"}
-_ALL = np.arange(WARP)
+_ALL = {WARP: np.arange(WARP)}
 
 
 def _space(ins) -> str:
@@ -33,8 +34,14 @@ def _vec(ins) -> int:
     return 1
 
 
-def _lanes(m) -> np.ndarray:
-    return _ALL if m is None else np.nonzero(m)[0]
+def _lanes(w, m) -> np.ndarray:
+    """Indices of the active lanes (every lane of ``w`` when ``m`` is None)."""
+    if m is not None:
+        return np.nonzero(m)[0]
+    every = _ALL.get(w.width)
+    if every is None:
+        every = _ALL[w.width] = np.arange(w.width)
+    return every
 
 
 def _callparam_size(cx, name: str) -> int:
@@ -51,7 +58,7 @@ def _pvar(w, name: str, size: int) -> np.ndarray:
     pv = w.flow.pvars
     arr = pv.get(name)
     if arr is None or arr.shape[1] < size:
-        new = np.zeros((WARP, size), dtype=np.uint8)
+        new = np.zeros((w.width, size), dtype=np.uint8)
         if arr is not None:
             new[:, : arr.shape[1]] = arr
         pv[name] = arr = new
@@ -100,23 +107,23 @@ def ld(ins, cx):
         s0 = sets[0]
 
         def ld1(w, m):
-            lanes = _lanes(m)
+            lanes = _lanes(w, m)
             a = get_addr(w)
             vals = w.spaces.load(sp, a if m is None else a[lanes], lanes, vd, 1, what)
             if m is None:
                 s0(w, vals[:, 0], None)
             else:
-                full = np.zeros(WARP, dtype=vd)
+                full = np.zeros(w.width, dtype=vd)
                 full[lanes] = vals[:, 0]
                 s0(w, full, m)
         return ld1
 
     def ldv(w, m):
-        lanes = _lanes(m)
+        lanes = _lanes(w, m)
         a = get_addr(w)
         vals = w.spaces.load(sp, a if m is None else a[lanes], lanes, vd, n, what)
         if m is not None:
-            full = np.zeros((WARP, n), dtype=vd)
+            full = np.zeros((w.width, n), dtype=vd)
             full[lanes] = vals
             vals = full
         for i, s in enumerate(sets):
@@ -136,7 +143,7 @@ def st(ins, cx):
         def st_param(w, m):
             arr = _pvar(w, name, size)
             vals = np.stack([g(w) for g in gets], axis=1).astype(vd)
-            raw = np.ascontiguousarray(vals).view(np.uint8).reshape(WARP, -1)
+            raw = np.ascontiguousarray(vals).view(np.uint8).reshape(w.width, -1)
             if m is None:
                 arr[:, off:off + raw.shape[1]] = raw
             else:
@@ -146,7 +153,7 @@ def st(ins, cx):
         raise cx.error("kernel parameters are read-only")
 
     def st_(w, m):
-        lanes = _lanes(m)
+        lanes = _lanes(w, m)
         a = get_addr(w)
         if n == 1:
             vals = gets[0](w)[:, None]
@@ -234,13 +241,13 @@ def atom(ins, cx):
     noftz = "noftz" in ins.mods
 
     def fn(w, m):
-        lanes = _lanes(m)
+        lanes = _lanes(w, m)
         a = get_addr(w)[lanes]
         old_vals = w.spaces.load(sp, a, lanes, vd, 1, what)[:, 0]
         bv = gb(w)[lanes]
         cv = gc(w)[lanes] if gc is not None else [None] * len(lanes)
         current: dict = {}
-        olds = np.zeros(WARP, dtype=vd)
+        olds = np.zeros(w.width, dtype=vd)
         for j in range(len(lanes)):
             key = int(a[j])
             old = current.get(key, old_vals[j])
@@ -273,7 +280,7 @@ def cp(ins, cx):
         def commit(w, m):
             w.cp_groups.append(w.cp_open)
             w.cp_open = []
-        return commit
+        return CodeEntry(K_OP, commit, wide=_all_lanes(commit))
     if rest and rest[0] in ("wait_group", "wait_all"):
         if rest[0] == "wait_all":
             keep = 0
@@ -292,7 +299,7 @@ def cp(ins, cx):
             while len(w.cp_groups) > keep:
                 for copy in w.cp_groups.pop(0):
                     _perform_copy(w, copy)
-        return wait
+        return CodeEntry(K_OP, wait, wide=_all_lanes(wait))
     if "ca" not in rest and "cg" not in rest:
         raise Unsupported(f"{ins.full_opcode} is not supported by the CPU model")
     ops = list(ins.operands)
@@ -315,7 +322,7 @@ def cp(ins, cx):
     what = Site(ins)           # the opcode, carrying its line for racecheck
 
     def issue(w, m):
-        lanes = _lanes(m)
+        lanes = _lanes(w, m)
         d = gdst(w)[lanes]
         sa = gsrc(w)[lanes]
         n = np.full(len(lanes), size, dtype=np.int64)
@@ -333,6 +340,16 @@ def cp(ins, cx):
             w.spaces.glob.locate(sa[reading].astype(np.uint64), size, lanes[reading], what)
         w.cp_open.append((lanes, d.astype(np.uint64), sa.astype(np.uint64), n, size, what))
     return issue
+
+
+def _all_lanes(fn):
+    """``fn`` in a vector run of many warps, which keeps one list of copy groups for all of
+    them: right only while every lane commits and waits together."""
+    def wide(w, m):
+        if m is not None and not (m == w.live).all():
+            raise NeedsWarpByWarp("cp.async groups committed or awaited by part of the lanes")
+        fn(w, m)
+    return wide
 
 
 def _perform_copy(w, copy) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ....model import emulator, layouts, matrix_forms
 from ..decode_context import K_COLL, K_OP, CodeEntry, Unsupported
+from ..errors import NeedsWarpByWarp
 from ..lanes import lanes_of, mask_bits
 from ..memory import SHARED_START, SHARED_WINDOW, WINDOW_SIZE, LaneFault
 from ..parser import Pair, Reg, Vec
@@ -77,6 +78,44 @@ def _shared_offsets(get_addr, space: str, what, used: int):
     return offsets
 
 
+def _wide_rows(w, get_addr, space: str, used: int, m) -> tuple[np.ndarray, np.ndarray]:
+    """``(warps, rows)`` of a matrix instruction run for the warps of group ``m`` of a vector
+    run (:mod:`ptxlab.run.ptx.wide`): their numbers, and ``(k, 32)`` row addresses as indices
+    into the side-by-side shared memory of their blocks (0 past the ``used`` lanes)."""
+    ws = w.group_warps(m)
+    a = get_addr(w).astype(np.uint64).reshape(-1, WARP)[ws, :used]
+    if space == "generic":
+        inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+        if not inside.all():
+            raise NeedsWarpByWarp("a generic row address outside shared memory")
+        a = a - np.uint64(SHARED_WINDOW)
+    elif (a >> np.uint64(32)).any():
+        raise NeedsWarpByWarp("a generic address given to a .shared instruction")
+    rows = np.zeros((ws.size, WARP), dtype=np.int64)
+    rows[:, :used] = w.spaces.rows_in_blocks(a.astype(np.int64), ws, ws * WARP)
+    return ws, rows
+
+
+def _row_lanes(ws: np.ndarray, used: int) -> np.ndarray:
+    """The lanes (of the vector) that give the rows, warp by warp."""
+    return (ws[:, None] * WARP + np.arange(used)).reshape(-1)
+
+
+def _warp_values(w, ws: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """``(k, 32)`` values of warps ``ws`` as one ``(width,)`` register (0 in other lanes)."""
+    if ws.size * WARP == w.width:
+        return np.ascontiguousarray(vals).reshape(w.width)
+    full = np.zeros((w.width // WARP, WARP), dtype=vals.dtype)
+    full[ws] = vals
+    return full.reshape(w.width)
+
+
+def _of_warps(w, ws: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """The ``(k, 32, ...)`` values of warps ``ws`` from a ``(width, ...)`` array."""
+    v = np.asarray(vals).reshape((w.width // WARP, WARP) + np.shape(vals)[1:])
+    return v if ws.size * WARP == w.width else v[ws]
+
+
 def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
     """``(form, registers, offsets, site)`` of an ldmatrix/stmatrix: the register operands
     (checked against the form), a getter of the lanes' shared-memory offsets, and the access
@@ -90,14 +129,23 @@ def _matrix_operands(ins, cx, what: str, regs_at: int, addr_at: int):
     space = "shared" if f.space.startswith("shared") else "generic"
     _, get_addr = cx.address(ins.operands[addr_at], space)
     site = Site(ins)
-    return f, regs, _shared_offsets(get_addr, space, site, f.address_lane_count), site
+    return (f, regs, _shared_offsets(get_addr, space, site, f.address_lane_count), site,
+            (get_addr, space))
 
 
 @handles("ldmatrix")
 def ldmatrix(ins, cx):
-    f, dsts, offsets, site = _matrix_operands(ins, cx, "ldmatrix", regs_at=0, addr_at=1)
+    f, dsts, offsets, site, (get_addr, space) = _matrix_operands(ins, cx, "ldmatrix", regs_at=0,
+                                                                  addr_at=1)
     sets = [cx.dst(d, "b32") for d in dsts]
     n = f.address_lane_count
+
+    def wide(w, m):
+        ws, rows = _wide_rows(w, get_addr, space, n, m)
+        w.spaces.shared_guard.read(_row_lanes(ws, n), rows[:, :n].reshape(-1), 16)
+        regs = emulator.ldmatrix_form(w.spaces.shared, rows, f)
+        for i, s in enumerate(sets):
+            s(w, _warp_values(w, ws, regs[:, :, i]), m)
 
     def fn(w, m):
         rows = offsets(w)
@@ -107,14 +155,21 @@ def ldmatrix(ins, cx):
             w.spaces.race.read(w.index, _ROW_LANES[:n], rows[:n] - SHARED_START, 16, site)
         for i, s in enumerate(sets):
             s(w, regs[:, i].copy(), m)
-    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode, wide=wide)
 
 
 @handles("stmatrix")
 def stmatrix(ins, cx):
-    f, srcs, offsets, site = _matrix_operands(ins, cx, "stmatrix", regs_at=1, addr_at=0)
+    f, srcs, offsets, site, (get_addr, space) = _matrix_operands(ins, cx, "stmatrix", regs_at=1,
+                                                                 addr_at=0)
     gets = [cx.src(s, "b32") for s in srcs]
     n = f.address_lane_count
+
+    def wide(w, m):
+        ws, rows = _wide_rows(w, get_addr, space, n, m)
+        regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
+        w.spaces.shared_guard.write(_row_lanes(ws, n), rows[:, :n].reshape(-1), 16)
+        emulator.stmatrix_form(w.spaces.shared, rows, _of_warps(w, ws, regs), f)
 
     def fn(w, m):
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
@@ -129,7 +184,7 @@ def stmatrix(ins, cx):
                 race.write(w.index, _ROW_LANES[:n], offs, 16, site,
                            unchanged=lambda: _stmatrix_unchanged(smem, rows, regs, f))
         emulator.stmatrix_form(smem, rows, regs, f)
-    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode, wide=wide)
 
 
 def _stmatrix_unchanged(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray,
@@ -156,7 +211,12 @@ def movmatrix(ins, cx):
 
     def fn(w, m):
         d(w, emulator.movmatrix(np.asarray(a(w), dtype=np.uint32)), m)
-    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+    def wide(w, m):
+        ws = w.group_warps(m)
+        moved = emulator.movmatrix(_of_warps(w, ws, np.asarray(a(w), dtype=np.uint32)))
+        d(w, _warp_values(w, ws, moved), m)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode, wide=wide)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,7 +268,15 @@ def mma(ins, cx):
                          btype=btype, ctype=ctype, dtype=dtype)
         for i, s in enumerate(sets):
             s(w, d[:, i].copy(), m)
-    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode)
+
+    def wide(w, m):
+        ws = w.group_warps(m)
+        ops = [_of_warps(w, ws, np.stack([np.asarray(g(w)).astype(np.uint32, copy=False)
+                                          for g in gets], axis=1)) for gets in (ga, gb, gc)]
+        d = emulator.mma(shape, *ops, atype=atype, btype=btype, ctype=ctype, dtype=dtype)
+        for i, s in enumerate(sets):
+            s(w, _warp_values(w, ws, d[:, :, i]), m)
+    return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode, wide=wide)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""Memory for a vector run of many warps: every block's shared memory side by side in one
+array, one row of local memory per lane, and a guard that finds accesses whose order could
+matter.
+
+The warp-by-warp model runs warps one after another, so two unordered accesses of one byte by
+different warps (no barrier between them, or in different blocks) get the order of that model.
+A vector run steps all warps together, a different order. The guard watches every byte the run
+touches and stops the run (:class:`NeedsWarpByWarp`) at the first such pair, and at a read of
+shared memory nobody wrote (the warp-by-warp model warns of it): then the launch runs warp by
+warp, and its race report, warning or answer is that model's own.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import NeedsWarpByWarp
+from .memory import SHARED_START, Spaces, _gather, _scatter, check_alignment
+
+_NONE, _MANY = -1, -2
+#: Bytes of one page of an :class:`OrderGuard`'s record.
+PAGE = 4096
+
+
+class OrderGuard:
+    """Last writer and readers of each byte of one region, as global warp numbers with the
+    barrier generation of the warp's block when it accessed the byte. The record is kept in
+    pages of :data:`PAGE` bytes made on first touch, so a large buffer costs what the run
+    touches of it."""
+
+    def __init__(self, nbytes: int, lane_warp: np.ndarray, warp_block: np.ndarray,
+                 generation: np.ndarray, *, uninitialized_reads: bool = False):
+        self.page_slot = np.full((nbytes + PAGE - 1) // PAGE, -1, np.int64)
+        self.pages = 0
+        self._grow(4)
+        self.lane_warp = lane_warp          # global warp number of each lane
+        self.warp_block = warp_block        # block slot of each global warp
+        self.generation = generation        # barriers passed, per block slot (shared, updated)
+        self.uninitialized_reads = uninitialized_reads
+
+    def _grow(self, pages: int) -> None:
+        n = pages * PAGE
+        old = getattr(self, "writer", None)
+        arrays = (np.full(n, _NONE, np.int32), np.zeros(n, np.int32),
+                  np.full(n, _NONE, np.int32), np.zeros(n, np.int32))
+        if old is not None:
+            for new, cur in zip(arrays, (self.writer, self.w_gen, self.reader, self.r_gen)):
+                new[: cur.size] = cur
+        self.writer, self.w_gen, self.reader, self.r_gen = arrays
+
+    def _bytes(self, lanes: np.ndarray, off: np.ndarray, nbytes: int):
+        """Each byte's index into the record, and the warp that touches it."""
+        idx = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
+        who = np.repeat(self.lane_warp[lanes], nbytes)
+        page = idx // PAGE
+        slot = self.page_slot[page]
+        if (slot < 0).any():
+            new = np.unique(page[slot < 0])
+            self.page_slot[new] = np.arange(self.pages, self.pages + new.size)
+            self.pages += new.size
+            if self.pages * PAGE > self.writer.size:
+                self._grow(max(2 * self.writer.size // PAGE, self.pages))
+            slot = self.page_slot[page]
+        return slot * PAGE + idx % PAGE, who
+
+    def _unordered(self, other: np.ndarray, stamp: np.ndarray, who: np.ndarray) -> np.ndarray:
+        """Whether an earlier access by ``other`` (at generation ``stamp``) and one by ``who``
+        now have no barrier between them: different blocks, or the same barrier interval."""
+        ob = self.warp_block[np.maximum(other, 0)]
+        mb = self.warp_block[who]
+        return (ob != mb) | (stamp == self.generation[mb])
+
+    def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
+        idx, who = self._bytes(lanes, off, nbytes)
+        w = self.writer[idx]
+        if self.uninitialized_reads and (w == _NONE).any():
+            raise NeedsWarpByWarp("a read of shared memory no thread of the block wrote")
+        clash = (w >= 0) & (w != who)
+        if clash.any() and self._unordered(w[clash], self.w_gen[idx[clash]], who[clash]).any():
+            raise NeedsWarpByWarp("a read of a byte another warp wrote, unordered")
+        r = self.reader[idx]
+        stamp = self.generation[self.warp_block[who]]
+        fresh = (r == _NONE) | (r == who) | (self.r_gen[idx] != stamp)
+        # one reader stays named; a second one in the same interval makes it "many"
+        self.reader[idx] = np.where(fresh, who, _MANY)
+        self.r_gen[idx] = stamp
+
+    def write(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
+        idx, who = self._bytes(lanes, off, nbytes)
+        if idx.size > nbytes:
+            order = np.argsort(idx, kind="stable")
+            si, sw = idx[order], who[order]
+            if ((si[1:] == si[:-1]) & (sw[1:] != sw[:-1])).any():
+                raise NeedsWarpByWarp("two warps write one byte in the same instruction")
+        w = self.writer[idx]
+        clash = (w >= 0) & (w != who)
+        if clash.any() and self._unordered(w[clash], self.w_gen[idx[clash]], who[clash]).any():
+            raise NeedsWarpByWarp("a write of a byte another warp wrote, unordered")
+        r = self.reader[idx]
+        seen = (r != _NONE) & (r != who)
+        if seen.any():
+            many = r[seen] == _MANY
+            stamp = self.r_gen[idx[seen]]
+            mine = self.generation[self.warp_block[who[seen]]]
+            if (many & (stamp == mine)).any() or \
+                    self._unordered(r[seen][~many], stamp[~many], who[seen][~many]).any():
+                raise NeedsWarpByWarp("a write of a byte another warp read, unordered")
+        self.writer[idx] = who
+        self.w_gen[idx] = self.generation[self.warp_block[who]]
+
+
+class WideSpaces(Spaces):
+    """The address spaces of many warps of several blocks held as one vector of lanes: shared
+    memory is one array with a segment per block (``segment[lane]`` is where the lane's block
+    starts), local memory one row per lane; every shared and global access goes through an
+    :class:`OrderGuard`."""
+
+    __slots__ = ("segment", "shared_guard", "global_guards", "_guard_args")
+
+    def __init__(self, glob, shared: np.ndarray, shared_size: int, local, params,
+                 segment: np.ndarray, lane_warp: np.ndarray, warp_block: np.ndarray,
+                 generation: np.ndarray, *, uninitialized_reads: bool = True):
+        """``uninitialized_reads``: stop at a read of shared memory nobody wrote (where the
+        warp-by-warp model warns)."""
+        super().__init__(glob, shared, shared_size, local, params)
+        self.segment = segment
+        self._guard_args = (lane_warp, warp_block, generation)
+        self.shared_guard = OrderGuard(shared.size, *self._guard_args,
+                                       uninitialized_reads=uninitialized_reads)
+        self.global_guards: dict[int, OrderGuard] = {}
+
+    def _global_guard(self, k: int) -> OrderGuard:
+        g = self.global_guards.get(k)
+        if g is None:
+            g = self.global_guards[k] = OrderGuard(self.glob.buffers[k].data.size,
+                                                   *self._guard_args)
+        return g
+
+    def shared32(self, addrs, lanes, what):
+        if (addrs >> np.uint64(32)).any():      # the warp-by-warp model warns of it
+            raise NeedsWarpByWarp("a generic address given to a .shared instruction")
+        return addrs
+
+    def _shared_offsets(self, addrs, lanes, total, what):
+        return super()._shared_offsets(addrs, lanes, total, what) + self.segment[lanes]
+
+    def _load_shared(self, addrs, lanes, dtype, count, total, what):
+        off = self._shared_offsets(addrs, lanes, total, what)
+        self.shared_guard.read(lanes, off + SHARED_START, total)
+        return _gather(self.shared, off + SHARED_START, dtype, count)
+
+    def _load_global(self, addrs, lanes, dtype, count, total, what):
+        k = self.glob.locate(addrs, total, lanes, what)
+        for kb in np.unique(k):
+            sel = k == kb
+            b = self.glob.buffers[int(kb)]
+            self._global_guard(int(kb)).read(lanes[sel], addrs[sel] - np.uint64(b.base), total)
+        return super()._load_global(addrs, lanes, dtype, count, total, what)
+
+    def store(self, space, addrs, lanes, values, what) -> None:
+        if space not in ("shared", "global"):
+            return super().store(space, addrs, lanes, values, what)
+        total = values.dtype.itemsize * values.shape[1]
+        addrs = addrs.astype(np.uint64, copy=False)
+        check_alignment(addrs, total if values.shape[1] > 1 else values.dtype.itemsize, lanes,
+                        what)
+        if space == "shared":
+            off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
+            self.shared_guard.write(lanes, off + SHARED_START, total)
+            _scatter(self.shared, off + SHARED_START, values)
+            return None
+        k = self.glob.locate(addrs, total, lanes, what)
+        for kb in np.unique(k):
+            sel = k == kb
+            b = self.glob.buffers[int(kb)]
+            self._global_guard(int(kb)).write(lanes[sel], addrs[sel] - np.uint64(b.base), total)
+        return super().store(space, addrs, lanes, values, what)
+
+    # ---- the matrix instructions' rows -------------------------------------------------
+
+    def rows_in_blocks(self, rows: np.ndarray, warps: np.ndarray, lane0: np.ndarray,
+                       nbytes: int = 16) -> np.ndarray:
+        """Row addresses ``(k, n)`` of ``k`` warps (first lanes ``lane0``) as indices into the
+        side-by-side shared array; a row outside its block's shared memory stops the run
+        (the warp-by-warp model names the lane)."""
+        rel = rows - SHARED_START
+        if (rel < 0).any() or (rel + nbytes > self.shared_size).any():
+            raise NeedsWarpByWarp("a matrix row outside the block's shared memory")
+        return rows + self.segment[lane0][:, None]
