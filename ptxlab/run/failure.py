@@ -9,11 +9,19 @@ place the words are made, so a report, a notebook check and a whole-program run 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable
 
-__all__ = ["FailureKind", "Failure", "RaceSide", "place_text", "lanes_text", "number_runs"]
+__all__ = ["FailureKind", "Failure", "RaceSide", "place_text", "lanes_text", "number_runs",
+           "clip_text", "MAX_CAUSE"]
+
+#: A cause (a finding, where it is, and its fix: :meth:`Failure.cause`) fits in this many
+#: characters, a few lines of a notebook's output; the diagnosis of a wrong output keeps to it too.
+MAX_CAUSE = 400
+#: A source line quoted in a sanitizer's finding is cut to this many characters.
+CLIP = 60
 
 
 class FailureKind(str, Enum):
@@ -72,14 +80,53 @@ class Failure:
         return self.lanes[0] if self.lanes else None
 
     def place(self) -> str:
-        """Where it happened, in words (block, warp, lanes; the PTX line; the CUDA line)."""
+        """Where it happened, in words (block, warp, lanes; the PTX line; the CUDA line). For a
+        sanitizer's finding (a race, a barrier), see :meth:`_finding_place`."""
+        if self.kind in (FailureKind.RACE, FailureKind.BARRIER):
+            return self._finding_place()
         return place_text(self.block, self.warp, self.lanes, self.ptx_line, self.ptx_text,
                           self.cuda_line, self.cuda_text)
+
+    def _finding_place(self) -> str:
+        """The place of a race or a barrier, less what its reason says already (a race's reason
+        names both accesses: the block is left; else the warp, the lanes, a line it names),
+        the source line's text cut to the room :data:`MAX_CAUSE` leaves (at most :data:`CLIP`
+        characters), so that :meth:`cause` fits."""
+        if self.race:
+            return place_text(self.block, None, (), None, "", "", "")
+        said = self.reason
+        warp = None if _names(said, f"warp {self.warp}") else self.warp
+        lanes = () if self.lanes and _names(said, lanes_text(self.lanes)) else self.lanes
+        ptx = None if _names(said, f"PTX line {self.ptx_line}") else self.ptx_line
+        cuda = "" if _names(said, self.cuda_line) else self.cuda_line
+        ptx_text = clip_text(self.ptx_text) if ptx is not None else ""
+        bare = place_text(self.block, warp, lanes, ptx, ptx_text, cuda, "")
+        room = (MAX_CAUSE - len(said) - len(bare) - len("\n  at : ")
+                - (len(f"\n  => {self.advice}") if self.advice else 0))
+        text = clip_text(self.cuda_text, min(CLIP, room)) if cuda and room >= 12 else ""
+        return place_text(self.block, warp, lanes, ptx, ptx_text, cuda, text)
 
     def render(self) -> str:
         """The failure in words: the reason, then where (the one wording of every report)."""
         where = self.place()
         return self.reason + (("\n  at " + where) if where else "")
+
+    def cause(self) -> str:
+        """What a learner reads as the cause: :meth:`render`, then the advice on the fix; a
+        race's or a barrier's fits in :data:`MAX_CAUSE` characters."""
+        return self.render() + (f"\n  => {self.advice}" if self.advice else "")
+
+
+def _names(reason: str, line: str) -> bool:
+    """Whether ``reason`` names ``line`` (``kernel.cu:4``, not ``kernel.cu:45``)."""
+    return bool(line) and re.search(r"(?<![\w.])" + re.escape(line) + r"(?!\d)",
+                                    reason) is not None
+
+
+def clip_text(text: str, n: int = CLIP) -> str:
+    """A source line on one line, cut to ``n`` characters (``...`` at the cut)."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: max(n - 3, 0)].rstrip() + "..."
 
 
 def place_text(block, warp, lanes, ptx_line, ptx_text: str, cuda_line: str,

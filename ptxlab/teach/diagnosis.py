@@ -28,7 +28,8 @@ __all__ = ["Suspect", "Deferred", "MAX_CAUSE", "first_match", "with_proof", "row
            "stored_tile", "register_mapping", "register_proof", "register_cause", "word_names",
            "row_shift_cause"]
 
-#: A cause longer than this is cut: one cause, said in a few lines of a notebook's output.
+#: A cause longer than this is cut: one cause, said in a few lines of a notebook's output (the
+#: same bound as a race's or a barrier's, :data:`ptxlab.run.failure.MAX_CAUSE`).
 MAX_CAUSE = 400
 
 
