@@ -22,8 +22,8 @@ import traceback
 from pathlib import Path
 
 from ..run import sources
-from .outcome import (StudentOutcome, other_cell_errors, read_outcome, record_failure,
-                      record_flags, run_notes, short_error)
+from .outcome import (StudentOutcome, SubmissionVerdicts, read_outcome, record_failure,
+                      record_flags, short_error)
 from .submission_files import read_timestamp, submission_problems
 from . import step_times
 from .machine_faults import FaultRecorder, machine_fault
@@ -158,6 +158,8 @@ class SubmissionGrader:
             autograde_s = time.monotonic() - started
             log_text = (result.get("log") or "") + ("\n" + result["error"] if result.get("error") else "")
             cause = None if result["success"] else faults.fault()
+            verdicts = self._verdicts(student) if result["success"] else None
+            cause = cause or (verdicts.fault() if verdicts is not None else None)
             if cause is None:
                 break
             print(f"{student}: the machine failed to grade it ({cause}); attempt {attempt + 1}",
@@ -181,12 +183,13 @@ class SubmissionGrader:
                 record_failure(gb, self.assignment, student)
             else:
                 record_flags(gb, self.course_root, self.assignment, student,
-                             autograded_dir=self.coursedir.autograded_directory)
+                             autograded_dir=self.coursedir.autograded_directory,
+                             verdicts=verdicts)
             outcome.score, outcome.max_score, outcome.checks = read_outcome(
                 gb, self.course_root, self.assignment, student,
-                autograded_dir=self.coursedir.autograded_directory)
-        if result["success"]:
-            outcome.reason = self._graded_reason(student, outcome)
+                autograded_dir=self.coursedir.autograded_directory, verdicts=verdicts)
+        if verdicts is not None:          # graded: the verdicts were read above
+            outcome.reason = self._graded_reason(outcome, verdicts)
         else:
             outcome.reason = "; ".join(unreadable) or _nbgrader_error(log_text)
         copies = self._copy_notes(student)
@@ -196,20 +199,22 @@ class SubmissionGrader:
         outcome.duration_s = round(time.monotonic() - t0, 3)
         return outcome
 
-    def _graded_reason(self, student: str, outcome: StudentOutcome) -> str:
+    def _verdicts(self, student: str) -> SubmissionVerdicts:
+        """The judge's verdict files of ``student``'s autograded notebooks, read once."""
+        return SubmissionVerdicts.read(self.course_root, self.assignment, student,
+                                       self.coursedir.autograded_directory)
+
+    @staticmethod
+    def _graded_reason(outcome: StudentOutcome, verdicts: SubmissionVerdicts) -> str:
         """The row of a graded submission: each lost check and why, then what explains them
         (a run stopped at the submission limit, the learner's own cells that failed)."""
         lost = [c for c in outcome.checks if not c.passed]
         reason = ("; ".join(f"{c.grade_id}: {c.reason}" for c in lost) if lost
                   else "all tests passed")
-        stops, notes = [], []
-        for nb in sorted((Path(self.coursedir.format_path(
-                self.coursedir.autograded_directory, student, self.assignment))).glob("*.ipynb")):
-            stops += run_notes(nb)
-            notes += other_cell_errors(nb)
+        notes = verdicts.other_errors()
         if notes:
             reason += " (also failed, without points of their own: " + "; ".join(notes) + ")"
-        return reason + "".join(f" ({stop})" for stop in stops)
+        return reason + "".join(f" ({stop})" for stop in verdicts.run_notes())
 
     def _refused(self, student: str, problems: list[str], t0: float) -> StudentOutcome:
         """A submission not handed to nbgrader at all: 0 in the gradebook, flagged for a look."""
@@ -221,9 +226,11 @@ class SubmissionGrader:
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             gb.update_or_create_student(student)       # as autograde --create would
             record_failure(gb, self.assignment, student)
+            # nothing was judged: an earlier run's autograded folder says nothing of this one
             outcome.score, outcome.max_score, outcome.checks = read_outcome(
                 gb, self.course_root, self.assignment, student,
-                autograded_dir=self.coursedir.autograded_directory)
+                autograded_dir=self.coursedir.autograded_directory,
+                verdicts=SubmissionVerdicts())
         outcome.duration_s = round(time.monotonic() - t0, 3)
         return outcome
 

@@ -37,6 +37,7 @@ from ..teach.nbgrader_cells import grade_id, is_graded, is_solution
 from .sandbox_client import MIME_TYPE, _PendingVerdict
 from .reference_use import (Finding, flagged_answers, import_statements, include_findings,
                             reference_names)
+from .verdict_file import JudgeVerdict
 
 __all__ = ["AnswerSlot", "CellVerdict", "answer_slots", "exercise_aliases", "hand_back_code",
            "read_replies", "judge_notebook", "write_verdicts", "new_seed", "new_token",
@@ -215,6 +216,12 @@ class CellVerdict:
         named = [r.named_cause() for r in self.results]
         return list(dict.fromkeys(c for c in named if c))
 
+    def summary(self) -> JudgeVerdict:
+        """The verdict as the judge's verdict file keeps it (:mod:`ptxlab.grading.verdict_file`)."""
+        return JudgeVerdict(self.passed, tuple(f.describe() for f in self.flagged),
+                            tuple(sorted({f.grade_id for f in self.flagged if f.grade_id})),
+                            tuple(self.causes()))
+
 
 def _recorded_source(record: dict | None, slot: AnswerSlot) -> str | None:
     entry = ((record or {}).get("answers") or {}).get(slot.key)
@@ -298,12 +305,9 @@ def write_verdicts(nb: NotebookNode, verdicts: Sequence[CellVerdict],
         meta = cell.setdefault("metadata", NotebookNode()).setdefault("ptxlab", NotebookNode())
         cell_seed = ({k: v for k, v in seed.items() if k.split("|")[0] in verdict.answers}
                      if isinstance(seed, dict) else seed)
-        meta["verdict"] = {"by": "grader", "passed": verdict.passed, "seed": cell_seed,
-                           "flagged": [f.describe() for f in verdict.flagged],
-                           "flagged_cells": sorted({f.grade_id for f in verdict.flagged
-                                                    if f.grade_id}),
-                           "reason": verdict.reason(),
-                           "causes": verdict.causes()}
+        # who decided, and from which seed; the reasons, flags and causes the grader reads
+        # back are in the verdict file (:mod:`ptxlab.grading.verdict_file`), not here
+        meta["verdict"] = {"by": "grader", "passed": verdict.passed, "seed": cell_seed}
 
 
 def note_grade_lines_outside_tests(nb: NotebookNode) -> None:

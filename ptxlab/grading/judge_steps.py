@@ -7,7 +7,9 @@
    test cell and keeps the replies there.
 2. :class:`JudgeAnswers`, after it: every verdict from the replies, computed here (kernel
    answers compiled and launched through the grader's isolated launch path, on values drawn
-   for this run), written into the test cells for nbgrader's ``SaveAutoGrades``.
+   for this run), written into the test cells for nbgrader's ``SaveAutoGrades``, and every
+   graded cell's verdict kept in ``<notebook>.verdicts.json`` beside the autograded notebook
+   (:mod:`~ptxlab.grading.verdict_file`), which the worker reads back once.
 
 Both run in the grader's process and never run learner code.
 """
@@ -26,7 +28,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool
 
-from . import judge, step_times
+from . import judge, step_times, verdict_file
 from .backend_notes import LAUNCHES_KEY
 from .kernel_manager import SandboxedKernelManager
 from ..run.backends import SERVICE_REQUIRED_ENV
@@ -111,16 +113,20 @@ class DrawQuestions(NbGraderPreprocessor):
 
 
 class JudgeAnswers(NbGraderPreprocessor):
-    """Judge the replies here and write the verdicts into the test cells."""
+    """Judge the replies here, write the verdicts into the test cells, and keep every graded
+    cell's verdict in the verdict file beside the autograded notebook."""
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         with step_times.timed("judge"):
-            return self._judge(nb, resources)
-
-    def _judge(self, nb: NotebookNode, resources: dict):
-        plan: judge.GradingPlan | None = (resources or {}).get(judge.PLAN_KEY)
-        if plan is None:
+            resources = resources if resources is not None else {}
+            results = self._judge(nb, resources)
+            _keep_verdicts(nb, resources, results)
             return nb, resources
+
+    def _judge(self, nb: NotebookNode, resources: dict) -> list[judge.CellVerdict]:
+        plan: judge.GradingPlan | None = resources.get(judge.PLAN_KEY)
+        if plan is None:
+            return []
         log_dir = Path(tempfile.mkdtemp(prefix="ptxlab-verdict-"))
         log_path, offset = log_dir / "launches.jsonl", 0
         by_cell: dict[str, list[dict]] = {}
@@ -142,10 +148,28 @@ class JudgeAnswers(NbGraderPreprocessor):
         judge.note_grade_lines_outside_tests(nb)
         launches = resources.setdefault(LAUNCHES_KEY, [])
         launches.extend((gid, records) for gid, records in by_cell.items() if records)
-        return nb, resources
+        return results
 
     def _grader_launches(self, log_path: Path):
         return grader_launches(self.config, log_path, warn=self.log.warning)
+
+
+def _keep_verdicts(nb: NotebookNode, resources: dict,
+                   results: list[judge.CellVerdict]) -> Path | None:
+    """Write the notebook's verdict file into the folder nbgrader autogrades it in (and writes
+    it to): the judge's verdicts, and the notebook's own outcome of the graded cells it did not
+    judge (all of them where the test cells decide). The notebook has run and its kernel is
+    gone: every verdict is known. Outside nbgrader's autograde (no folder,
+    no student) there is nowhere to write."""
+    info = resources.get("nbgrader") or {}
+    folder = (resources.get("metadata") or {}).get("path")
+    if not folder or not info.get("notebook") or not info.get("student"):
+        return None
+    record = verdict_file.notebook_verdicts(nb, str(info["notebook"]),
+                                            {v.grade_id: v.summary() for v in results},
+                                            resources.get(LAUNCHES_KEY) or [])
+    return verdict_file.save(Path(folder), record, student=str(info["student"]),
+                             assignment=str(info.get("assignment") or ""))
 
 
 def grader_launches(config, log_path: Path, *, warn=None):

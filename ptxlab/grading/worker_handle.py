@@ -188,7 +188,7 @@ def record_lost_submission(course_root: Path, assignment: str, grading_config: P
     """A submission whose worker was killed past its limit: zeros in the gradebook, and why."""
     from nbgrader.api import Gradebook
 
-    from .outcome import read_outcome, record_failure
+    from .outcome import SubmissionVerdicts, read_outcome, record_failure
     from .grading_worker import load_grading_config
 
     cfg = load_grading_config(Path(course_root), grading_config)
@@ -197,8 +197,10 @@ def record_lost_submission(course_root: Path, assignment: str, grading_config: P
                              duration_s=round(duration, 3), submitted_at=submitted_at)
     with Gradebook(db_url or cfg.CourseDirectory.db_url, course_id) as gb:
         record_failure(gb, assignment, student)
+        # no verdicts: the judge that could have written them (and signed them for its own
+        # process) was killed with its worker
         outcome.score, outcome.max_score, outcome.checks = read_outcome(
-            gb, Path(course_root), assignment, student)
+            gb, Path(course_root), assignment, student, verdicts=SubmissionVerdicts())
     return outcome
 
 

@@ -3,6 +3,8 @@ exercise, from the same records the checks make (no tool a teacher uses says wha
 misunderstood)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
@@ -42,10 +44,24 @@ def test_the_judge_records_the_causes_and_the_outcome_reads_them_back(tmp_path):
                                                   _failed(failure=Failure(FailureKind.HANG, "x"))]),
                 judge.CellVerdict("ok", [CheckResult("c", True, 1.0, "ok")])]
     judge.write_verdicts(nb, verdicts, seed=7)
-    path = tmp_path / "04_stmatrix.ipynb"
-    nbformat.write(nb, str(path))
-    causes = outcome.check_causes(path)
+    causes = _causes_read_back(tmp_path, nb, verdicts)
     assert causes == {"stmatrix_x4": (SWAPPED, "a kernel that never finishes")}
+
+
+def _causes_read_back(course: Path, nb: NotebookNode,
+                      verdicts: list[judge.CellVerdict]) -> dict[str, tuple[str, ...]]:
+    """The causes as the worker reads them: the judge's step writes the verdict file beside the
+    autograded notebook, and the outcome reads that file back."""
+    from ptxlab.grading import judge_steps
+
+    folder = course / "autograded" / "ann" / "04"
+    folder.mkdir(parents=True)
+    nbformat.write(nb, str(folder / "04_stmatrix.ipynb"))
+    resources = {"nbgrader": {"student": "ann", "assignment": "04", "notebook": "04_stmatrix"},
+                 "metadata": {"path": str(folder)}}
+    judge_steps._keep_verdicts(nb, resources, verdicts)
+    read = outcome.SubmissionVerdicts.read(course, "04", "ann")
+    return {gid: cell.causes for gid, cell in read.cells("04_stmatrix").items() if cell.causes}
 
 
 def _student(name: str, *causes: str, status: str = "graded") -> StudentOutcome:
@@ -75,6 +91,4 @@ def test_causes_a_submission_writes_itself_never_reach_the_teacher(tmp_path):
     cell.metadata["ptxlab"] = {"verdict": {"by": "grader", "causes": ["the teacher is wrong"]}}
     nb = nbformat.v4.new_notebook(cells=[cell])
     nb, _ = DropLearnerMetadata().preprocess(nb, {})
-    path = tmp_path / "04_stmatrix.ipynb"
-    nbformat.write(nb, str(path))
-    assert outcome.check_causes(path) == {}
+    assert _causes_read_back(tmp_path, nb, []) == {}
