@@ -48,6 +48,24 @@ def round_f32_toward_zero(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) >= 2.0**128, np.copysign(np.float32(np.inf), x), f).astype(np.float32)
 
 
+def _largest_exponent_sums(ea: np.ndarray, eb: np.ndarray) -> np.ndarray:
+    """``max_k ea[w, m, k] + eb[w, k, n]`` for exponents that are whole numbers or ``-inf``.
+
+    As a matrix product where that is exact: with ``32**ea`` and ``32**eb`` (powers of two),
+    ``sum_k 32**(ea+eb)`` lies between ``32**emax`` and ``K * 32**emax < 32**(emax+1)`` for
+    K up to 16, rounding of a sum of positive terms keeps it there, and the exponent of the sum
+    divided by 5 is ``emax``. Formats whose exponents reach past 2**±150 take the direct max.
+    """
+    fa, fb = ea[np.isfinite(ea)], eb[np.isfinite(eb)]
+    small = ea.shape[-1] <= 16 and all(
+        f.size == 0 or (f.min() >= -30 and f.max() <= 30) for f in (fa, fb))
+    if not small:
+        return (ea[:, :, :, None] + eb[:, None, :, :]).max(axis=2)
+    s = np.matmul(np.exp2(5 * ea), np.exp2(5 * eb))
+    _, x = np.frexp(s)                                               # s = f * 2**x, 1/2 <= f < 1
+    return np.where(s == 0, -np.inf, np.floor_divide(x - 1, 5).astype(np.float64))
+
+
 #: Warps per chunk in :func:`mma_sum`: keeps the (chunk, M, K, N) temporaries cache-sized.
 _CHUNK = 256
 
@@ -63,13 +81,14 @@ def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str
         return np.concatenate([mma_sum(A[i:i + _CHUNK], B[i:i + _CHUNK], C[i:i + _CHUNK],
                                        in_fmt, c_fmt, out_fmt)
                                for i in range(0, A.shape[0], _CHUNK)])
+    # contiguous operands: the broadcast products below run a quarter faster on them
+    A, C = np.ascontiguousarray(A), np.ascontiguousarray(C)
     with np.errstate(invalid="ignore", over="ignore"):
-        Bt = np.swapaxes(B, 1, 2)                                    # (W, N, K): K last,
+        Bt = np.ascontiguousarray(np.swapaxes(B, 1, 2))                                    # (W, N, K): K last,
         P = A[:, :, None, :] * Bt[:, None, :, :]                     # (W, M, N, K), exact
-        ea, eb, ce = exponents(A, in_fmt), exponents(Bt, in_fmt), exponents(C, c_fmt)
+        ea, eb, ce = exponents(A, in_fmt), exponents(B, in_fmt), exponents(C, c_fmt)
         special = not (np.isfinite(A).all() and np.isfinite(B).all() and np.isfinite(C).all())
-        # exponents are finite or -inf (zeros), so a sum of two is never NaN
-        emax = np.maximum((ea[:, :, None, :] + eb[:, None, :, :]).max(axis=3), ce)
+        emax = np.maximum(_largest_exponent_sums(ea, eb), ce)
         emax = np.where(np.isfinite(emax), emax, 0.0)                # all terms zero
         shift = (ALIGN_BITS - emax).astype(np.int64)                # scale to the truncation grid
         if special:
@@ -81,7 +100,8 @@ def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str
         # term that would underflow truncates to zero either way), so a multiplication does
         # what ``np.ldexp`` does, for less
         up = np.ldexp(1.0, shift)
-        T = np.trunc(Pf * up[..., None]).sum(axis=3)
+        scaled = np.multiply(Pf, up[..., None], out=P if Pf is P else None)
+        T = np.trunc(scaled, out=scaled).sum(axis=3)
         S = (T + np.trunc(Cf * up)) * np.ldexp(1.0, -shift)
         if special:   # IEEE: a NaN or inf*0 gives NaN; +inf and -inf together give NaN
             nan = np.isnan(P).any(axis=3) | np.isnan(C)

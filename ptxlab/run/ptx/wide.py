@@ -226,6 +226,8 @@ def _collective(w: WideWarp, fl: Flow, pc: int, mask) -> None:
     if entry.kind == K_BAR:
         blocks = w.mask_array(mask).reshape(-1, w.lanes_per_block).any(axis=1)
         w.generation[blocks] += 1
+        running = w.live.reshape(-1, w.lanes_per_block).any(axis=1)
+        w.spaces.shared_guard.barrier(bool((blocks | ~running).all()))
 
 
 def _run_flow(w: WideWarp, fl: Flow) -> None:
@@ -294,6 +296,7 @@ def run(launch) -> None:
             for blocks in batches:
                 w = WideWarp(launch, blocks, per)
                 _run_flow(w, w.flows[0])
+                w.spaces.shared_guard.check()
         if caught:
             raise NeedsWarpByWarp(f"a warning: {caught[0].message}")
     except NeedsWarpByWarp:

@@ -19,6 +19,8 @@ from .memory import SHARED_START, Spaces, _gather, _scatter, check_alignment
 _NONE, _MANY = -1, -2
 #: Bytes of one page of an :class:`OrderGuard`'s record.
 PAGE = 4096
+#: A region up to this size gets its whole record at once (16 bytes of record per byte).
+DIRECT_BYTES = 8 << 20
 
 
 class OrderGuard:
@@ -29,9 +31,10 @@ class OrderGuard:
 
     def __init__(self, nbytes: int, lane_warp: np.ndarray, warp_block: np.ndarray,
                  generation: np.ndarray, *, uninitialized_reads: bool = False):
+        self.direct = nbytes <= DIRECT_BYTES
         self.page_slot = np.full((nbytes + PAGE - 1) // PAGE, -1, np.int64)
         self.pages = 0
-        self._grow(4)
+        self._grow((nbytes + PAGE - 1) // PAGE if self.direct else 4)
         self.lane_warp = lane_warp          # global warp number of each lane
         self.warp_block = warp_block        # block slot of each global warp
         self.generation = generation        # barriers passed, per block slot (shared, updated)
@@ -51,6 +54,8 @@ class OrderGuard:
         """Each byte's index into the record, and the warp that touches it."""
         idx = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
         who = np.repeat(self.lane_warp[lanes], nbytes)
+        if self.direct:
+            return idx, who
         page = idx // PAGE
         slot = self.page_slot[page]
         if (slot < 0).any():
@@ -108,6 +113,64 @@ class OrderGuard:
         self.w_gen[idx] = self.generation[self.warp_block[who]]
 
 
+class IntervalGuard:
+    """The same watch for shared memory, where a barrier orders everything before it: the
+    accesses of the current barrier interval are only noted, and checked together when a
+    barrier opens (:meth:`barrier`) or the run ends (:meth:`check`): a byte written by two
+    warps, or written by one and read by another, stops the run. A read of a byte no thread
+    wrote is caught as it happens."""
+
+    def __init__(self, nbytes: int, lane_warp: np.ndarray, *, uninitialized_reads: bool):
+        self.written = np.zeros(nbytes, dtype=bool)       # ever, by any thread
+        self.owner = np.full(nbytes, _NONE, np.int32)      # scratch of :meth:`check`
+        self.lane_warp = lane_warp
+        self.uninitialized_reads = uninitialized_reads
+        self.reads: list = []
+        self.writes: list = []
+
+    @staticmethod
+    def _idx(off: np.ndarray, nbytes: int) -> np.ndarray:
+        return (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
+
+    def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
+        idx = self._idx(off, nbytes)
+        if self.uninitialized_reads and not self.written[idx].all():
+            raise NeedsWarpByWarp("a read of shared memory no thread of the block wrote")
+        self.reads.append((idx, self.lane_warp[lanes], nbytes))
+
+    def write(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
+        idx = self._idx(off, nbytes)
+        self.written[idx] = True
+        self.writes.append((idx, self.lane_warp[lanes], nbytes))
+
+    def check(self) -> None:
+        """Check the noted interval and start a new one."""
+        writes, reads = self.writes, self.reads
+        self.writes, self.reads = [], []
+        if not writes:
+            return
+        widx = np.concatenate([i for i, _, _ in writes])
+        wwho = np.concatenate([np.repeat(w, n) for _, w, n in writes])
+        self.owner[widx] = wwho                   # one writer per byte stays
+        try:
+            if (self.owner[widx] != wwho).any():
+                raise NeedsWarpByWarp("two warps write one byte of shared memory, unordered")
+            for idx, who, n in reads:
+                got = self.owner[idx]
+                if ((got >= 0) & (got != np.repeat(who, n))).any():
+                    raise NeedsWarpByWarp("a warp reads shared memory another warp writes, "
+                                          "unordered")
+        finally:
+            self.owner[widx] = _NONE
+
+    def barrier(self, all_blocks: bool) -> None:
+        """A barrier opened. Only when it opened for every block is the interval closed for
+        all of them; otherwise what was noted is kept (checked again later, which can only
+        stop the run, never miss a pair)."""
+        if all_blocks:
+            self.check()
+
+
 class WideSpaces(Spaces):
     """The address spaces of many warps of several blocks held as one vector of lanes: shared
     memory is one array with a segment per block (``segment[lane]`` is where the lane's block
@@ -124,8 +187,8 @@ class WideSpaces(Spaces):
         super().__init__(glob, shared, shared_size, local, params)
         self.segment = segment
         self._guard_args = (lane_warp, warp_block, generation)
-        self.shared_guard = OrderGuard(shared.size, *self._guard_args,
-                                       uninitialized_reads=uninitialized_reads)
+        self.shared_guard = IntervalGuard(shared.size, lane_warp,
+                                          uninitialized_reads=uninitialized_reads)
         self.global_guards: dict[int, OrderGuard] = {}
 
     def _global_guard(self, k: int) -> OrderGuard:
