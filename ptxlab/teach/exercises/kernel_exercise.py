@@ -118,29 +118,38 @@ def _launch_once(source: str, kernel_name: str, run, name: str, backend: str,
             return _ModelCannotRun(str(exc))
         return CheckResult(name, False, 0.0, f"the kernel cannot run here: {exc}", status="error")
     except backends.KernelFault as exc:
-        return _fault_result(name, run.label, source, exc, fault_advice)
+        return _fault_result(name, run.label, source, exc, fault_advice, run=run)
     except Exception as exc:
         return CheckResult(name, False, 0.0, f"launching the kernel failed ({run.label}): "
                            f"{type(exc).__name__}: {exc}", status="error")
 
 
-def _fault_result(name: str, label: str, source: str, exc: Exception, fault_advice: str):
+def _fault_result(name: str, label: str, source: str, exc: Exception, fault_advice: str,
+                  run=None):
     """The check's verdict on a launch that failed, decided from the failure's kind and
-    fields (a GPU's fault carries only its kind: a fault, of an address or not)."""
+    fields (a GPU's fault carries only its kind: a fault, of an address or not). ``run``, the
+    launch, says how many warps raced and whether there was one block."""
     f = getattr(exc, "failure", None) or Failure(
         FailureKind.UNSUPPORTED if getattr(exc, "unsupported", False) else FailureKind.FAULT,
         str(exc))
     kind = f.kind
     if kind is FailureKind.UNSUPPORTED:
         return _ModelCannotRun(str(exc))
+    facts, one_block = _launch_facts(run)
     if kind is FailureKind.RACE:
         # the sanitizer's finding says which accesses raced and, from what it saw, what
         # fixes it (a copy not split by thread wants no barrier)
         advice = _warp_barrier_cause(source, f) or f.advice or RACE_ADVICE
-        return _failed(name, f, f"the kernel has a race ({label}): {exc}", [advice])
+        head = "the kernel" + (f" ({facts})" if facts else "") + " has a "
+        head += "" if f.reason.startswith("race ") else "race: "
+        return _failed(name, f, _finding_message(f, head, advice, one_block), [advice])
     if kind is FailureKind.BARRIER:
-        return _failed(name, f, f"a barrier of the kernel is reached by only part of the "
-                       f"threads ({label}): {exc}", [f.advice] if f.advice else [])
+        # the reason names the warps that reached it and those that did not, and mostly the
+        # instruction: then its PTX line is said here, not again in the place
+        at = f" at PTX line {f.ptx_line}" if _names_instruction(f) else ""
+        head = f"barrier{at} reached by only part of the threads: "
+        return _failed(name, f, _finding_message(f, head, f.advice, one_block),
+                       [f.advice] if f.advice else [])
     if kind is FailureKind.HANG:      # its own message says what hung; address advice would mislead
         return _failed(name, f, f"the kernel did not finish ({label}): {exc}", [])
     if kind is FailureKind.UNDEFINED:  # not a fault: the model will not pick an undefined result
@@ -178,10 +187,48 @@ def _warp_barrier_cause(source: str, race: Failure) -> str | None:
     at = next((lo + 1 + i for i, line in enumerate(between) if _WARP_BARRIER.search(line)), None)
     if at is None:
         return None
-    return (f"the __syncwarp() at line {at} orders the threads of one warp only: warp "
-            f"{sides[0].warp} writes what warp {sides[1].warp} reads, so the barrier between "
-            "them must be the block's, __syncthreads(), where every thread of the block "
-            "reaches it")
+    return (f"the __syncwarp() at line {at} orders the threads of one warp only: use "
+            "__syncthreads(), where every thread reaches it")
+
+
+def _launch_facts(run) -> tuple[str, bool]:
+    """What of a launch a race or a barrier depends on, in words (``4 warps``, ``2 blocks of
+    4 warps``; empty where the launch is not known), and whether it is one block."""
+    if run is None:
+        return "", False
+
+    def size(dims) -> int:
+        return int(np.prod([int(d) for d in np.atleast_1d(dims)]))
+
+    blocks, threads = size(getattr(run, "grid", 1)), size(getattr(run, "block", 32))
+    warps = -(-threads // 32)
+    text = f"{warps} warp" + ("s" if warps != 1 else "")
+    return (text if blocks == 1 else f"{blocks} blocks of {text}"), blocks == 1
+
+
+def _finding_message(f: Failure, head: str, advice: str, one_block: bool) -> str:
+    """A race's or a barrier's finding as a check says it: ``head`` (what failed, on what
+    launch), the model's reason, then where, less what says nothing there (the block of a
+    one-block launch, a quoted line's comment, what the head names). The model's place clips
+    the quoted CUDA line to the room the head and ``advice`` leave, so message and advice fit
+    in :data:`~ptxlab.run.failure.MAX_CAUSE` characters."""
+    said = replace(f, reason=head + f.reason, advice=advice,
+                   block=None if one_block else f.block, cuda_text=_code_of(f.cuda_text))
+    return said.render()
+
+
+def _names_instruction(f: Failure) -> bool:
+    """Whether the failure's reason names the instruction of its PTX line (``bar.sync``)."""
+    op = f.ptx_text.split()[0] if f.ptx_line is not None and f.ptx_text.strip() else ""
+    return bool(op) and re.search(r"(?<![\w.])" + re.escape(op) + r"(?!\w)",
+                                  f.reason) is not None
+
+
+def _code_of(line: str) -> str:
+    """A quoted source line without its trailing ``//`` comment (a remark, not the code); as
+    it is where the ``//`` may be inside a string."""
+    code, sep, _ = line.partition("//")
+    return code.rstrip() if sep and code.strip() and code.count('"') % 2 == 0 else line
 
 
 def _shared_row(store: Failure) -> str:
