@@ -24,21 +24,9 @@ export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PTXLAB_PEER_CACHE="${PTXLAB_PEER_CACHE:-/tmp/ptxlab-peer}"
 PY="${PYTHON:-python3}"
-gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu \
-      --format=csv,noheader 2>/dev/null | head -n 1)
-nvcc_version=$(nvcc --version 2>/dev/null | tail -n 2 | paste -sd ' ' -)
-cupy=$("$PY" -c 'import cupy; print(cupy.__version__)' 2>/dev/null)
-{
-  echo "# Capstone sweep"
-  echo
-  echo "| | |"
-  echo "| --- | --- |"
-  echo "| started (UTC) | $(date -u '+%Y-%m-%d %H:%M:%S') |"
-  echo "| GPU, as \`nvidia-smi\` gave it (name, driver, highest SM clock, SM clock then, power limit, temperature in °C) | ${gpu:-no nvidia-smi} |"
-  echo "| nvcc | ${nvcc_version:-no nvcc} |"
-  echo "| CuPy | ${cupy:-not importable} |"
-  echo "| command | \`${COMMAND% }\` |"
-} >"$OUT_DIR/RUN.md"
+# shellcheck source=measure/sweeps/run_header.sh
+source measure/sweeps/run_header.sh
+run_header "$OUT_DIR" "Capstone sweep" >/dev/null
 {
   cat "$OUT_DIR/RUN.md"
   "$PY" -m ptxlab.bench.tune --out "$OUT_DIR" "$@"
