@@ -232,6 +232,26 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _INCLUDES = re.compile(r"^\s*#\s*include[^\n]*", re.MULTILINE)
 
 
+@dataclass(frozen=True)
+class GpuFit:
+    """Whether this machine's GPU can run a source: the GPU's status, the oldest GPU the
+    source's matrix instructions need (``sm``) and those instructions. One answer for a kernel
+    launch and for a whole program, so both say the same about the same GPU."""
+
+    ok: bool
+    status: "GpuStatus"
+    need: int
+    uses: list
+
+
+def fit_for(source: str) -> GpuFit:
+    """The :class:`GpuFit` of ``source`` on this machine's GPU."""
+    st = status()
+    need, uses = required_compute_capability(source)
+    ok = st.available and st.compute_capability is not None and st.cc_number >= need
+    return GpuFit(ok, st, need, uses)
+
+
 def required_compute_capability(source: str) -> tuple[int, list[str]]:
     """``(sm, uses)``: the oldest GPU that has every matrix instruction ``source`` names.
 

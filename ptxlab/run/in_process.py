@@ -82,9 +82,8 @@ def choose_backend(source: str, backend: str = "auto") -> tuple[str, str]:
         if not ok:
             raise BackendUnavailable(f"CPU backend unavailable: {why}")
         return "cpu", "requested"
-    st = gpu.status()
-    need, uses = gpu.required_compute_capability(source)
-    gpu_ok = st.available and st.compute_capability is not None and st.cc_number >= need
+    fit = gpu.fit_for(source)
+    st, need, uses, gpu_ok = fit.status, fit.need, fit.uses, fit.ok
     if backend == "gpu":
         if not st.available:
             raise BackendUnavailable(f"GPU backend unavailable: {st.message}")

@@ -54,10 +54,10 @@ def choose_where(source_text: str, backend: str = "auto") -> tuple[str, str]:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "cpu":
         return "cpu", "on the CPU model (--cpu): host code native, every launch bit-exact on the model"
-    st = gpu.status()
+    fit = gpu.fit_for(source_text)
+    st, need, uses = fit.status, fit.need, fit.uses
     if st.available:
-        need, uses = gpu.required_compute_capability(source_text)
-        if st.cc_number >= need:
+        if fit.ok:
             return "gpu", f"on the GPU: {st.device_label}"
         if backend == "gpu":
             raise toolchain.ToolchainMissing(
