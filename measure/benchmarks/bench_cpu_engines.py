@@ -37,6 +37,8 @@ from ptxlab.run.cpu import program_for  # noqa: E402
 from ptxlab.run.ptx.interpreter import Launch  # noqa: E402
 
 ENGINES = ("warp", "vector")
+#: The ``ptxlab`` command of this Python (a whole program runs as a learner runs it).
+_PTXLAB = str(Path(sys.executable).with_name("ptxlab"))
 
 
 def _best(fn, reps: int) -> tuple[float, object]:
@@ -81,6 +83,61 @@ def gemm_rows(sizes: list[int], reps: int) -> list[dict]:
     return rows
 
 
+_GEMM_CHILD = r"""
+import json, sys, time
+import numpy as np
+from ptxlab.bench import learner_gemm
+from ptxlab.run.cpu import program_for
+from ptxlab.run.ptx.interpreter import Launch
+n, reps = int(sys.argv[1]), int(sys.argv[2])
+gemm = learner_gemm.course_solution()
+prog = program_for(gemm.source(), gemm.kernel_name)
+rng = np.random.default_rng(n)
+a = rng.standard_normal((n, n)).astype(np.float16).view(np.uint16)
+b = rng.standard_normal((n, n)).astype(np.float16).view(np.uint16)
+best, out = float("inf"), None
+for _ in range(reps):
+    args = [a, b, np.zeros((n, n), np.uint16), np.int32(n), np.int32(n), np.int32(n)]
+    t = time.perf_counter()
+    with np.errstate(all="ignore"):
+        out = Launch(prog, gemm.grid(n, n), (gemm.threads,), args,
+                     shared_mem=gemm.smem_bytes).run()[2]
+    best = min(best, time.perf_counter() - t)
+print(json.dumps({"seconds": best, "c": out.tobytes().hex()}))
+"""
+
+
+def _in_tree(tree: Path | None, code: str, *args: str) -> dict:
+    """Run ``code`` in a child whose ``ptxlab`` is the one in ``tree`` (else this one)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree or ROOT)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=env, cwd=tree or ROOT)
+    if done.returncode:
+        raise SystemExit(f"child failed in {tree or ROOT}: {done.stderr[-800:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def baseline_gemm(rows: list[dict], baseline: Path, reps: int) -> None:
+    """The same GEMMs with the code of ``baseline`` (the model as it was), same bits asked."""
+    from ptxlab.bench import learner_gemm
+    gemm = learner_gemm.course_solution()
+    prog = program_for(gemm.source(), gemm.kernel_name)
+    for row in rows:
+        n = row["size"]
+        got = _in_tree(baseline, _GEMM_CHILD, str(n), str(1 if n >= 512 else reps))
+        rng = np.random.default_rng(n)
+        a = rng.standard_normal((n, n)).astype(np.float16).view(np.uint16)
+        b = rng.standard_normal((n, n)).astype(np.float16).view(np.uint16)
+        out, _ = _run(prog, gemm.grid(n, n), (gemm.threads,),
+                      [a, b, np.zeros((n, n), np.uint16), np.int32(n), np.int32(n),
+                       np.int32(n)], gemm.smem_bytes, "vector")
+        row["baseline"] = got["seconds"]
+        row["baseline_same_bits"] = got["c"] == out[2].tobytes().hex()
+        print(f"GEMM {n}^3 baseline {got['seconds']:8.3f} s  same bits "
+              f"{row['baseline_same_bits']}", flush=True)
+
+
 def course_rows(reps: int) -> list[dict]:
     """Every course kernel check's launches, by exercise."""
     from ptxlab.authoring.course_cases import kernel_cases
@@ -111,6 +168,83 @@ def course_rows(reps: int) -> list[dict]:
     return rows
 
 
+_CHECK_CHILD = r"""
+import io, contextlib, json, sys, time
+from ptxlab.run.ptx import interpreter
+model = {"s": 0.0}
+run = interpreter.Launch.run
+def timed(self):
+    t = time.perf_counter()
+    try:
+        return run(self)
+    finally:
+        model["s"] += time.perf_counter() - t
+interpreter.Launch.run = timed
+from ptxlab.authoring.course_cases import solution_cells
+cell = [c for c in solution_cells() if c.exercise.key == sys.argv[1]][0]
+src = cell.kernel_source()
+out = {}
+with contextlib.redirect_stdout(io.StringIO()):
+    for label in ("first", "again"):
+        model["s"] = 0.0
+        t = time.perf_counter()
+        cell.exercise.check(src)
+        out[label] = time.perf_counter() - t
+        out[label + "_model"] = model["s"]
+    model["s"] = 0.0
+    t = time.perf_counter()
+    cell.exercise.evaluate(src, hidden=True)
+    out["judged"] = time.perf_counter() - t
+    out["judged_model"] = model["s"]
+print(json.dumps(out))
+"""
+
+
+def check_rows(baseline: Path | None = None) -> list[dict]:
+    """A learner's check of every course kernel exercise, as a notebook runs it: the first
+    check in a fresh process (the PTX cache on disk warm), the same check again, and the
+    grader's judgement with the hidden runs; each with the time the CPU model took in it (and
+    the same with the code of ``baseline``, run first so both find the PTX cache warm)."""
+    from ptxlab.authoring.course_cases import solution_kernels
+    rows = []
+    for notebook, exercise, _ in solution_kernels():
+        was = {} if baseline is None else _in_tree(baseline, _CHECK_CHILD, exercise.key)
+        row = {"notebook": notebook, "check": exercise.key,
+               **_in_tree(None, _CHECK_CHILD, exercise.key),
+               **{f"baseline_{k}": v for k, v in was.items()}}
+        rows.append(row)
+        print(f"check {exercise.key:36s} first {row['first']:.3f} s (model "
+              f"{row['first_model']:.3f}), again {row['again']:.3f} s (model "
+              f"{row['again_model']:.3f}), judged {row['judged']:.3f} s", flush=True)
+    return rows
+
+
+def _check_lines(checks: list[dict]) -> list[str]:
+    base = "baseline_first" in checks[0]
+    lines = ["", "## A learner's check, end to end, and the model's part of it", "",
+             "Each course kernel exercise's `check` of its solution as a notebook runs it: the "
+             "first in a new process (imports done, the PTX cache on disk warm), then again; and "
+             "the grader's judgement of it with the hidden runs (what `ptxlab grade` does per "
+             "submission). *model* is the time inside the CPU model's launches."
+             + (" *before*: the same with the baseline's code, in the same run." if base else ""),
+             ""]
+    head = "| check | first | model | again | model | judged | model |"
+    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    if base:
+        head += " first before | again before | first: speed-up |"
+        rule += " ---: | ---: | ---: |"
+    lines += [head, rule]
+    for r in checks:
+        line = (f"| {r['notebook']}:{r['check']} | {r['first']:.3f} s | "
+                f"{r['first_model']:.3f} s | {r['again']:.3f} s | {r['again_model']:.3f} s "
+                f"| {r['judged']:.3f} s | {r['judged_model']:.3f} s |")
+        if base:
+            line += (f" {r['baseline_first']:.3f} s | {r['baseline_again']:.3f} s | "
+                     f"{r['baseline_first'] / r['first']:.1f}x |")
+        lines.append(line)
+    return lines
+
+
 def program_rows() -> list[dict]:
     """Every test program of ``ptxlab run`` that runs on the CPU model, end to end."""
     manifest = json.loads((ROOT / "tests/programs/manifest.json").read_text())
@@ -122,11 +256,15 @@ def program_rows() -> list[dict]:
         for engine in ENGINES:
             env = dict(os.environ, PTXLAB_CPU_ENGINE=engine)
             t = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "ptxlab", "run", "--cpu",
+            done = subprocess.run([_PTXLAB, "run", "--cpu",
                                    str(ROOT / "tests/programs" / entry["file"]), "--",
                                    *entry["args"]], capture_output=True, text=True, env=env)
             row[engine] = time.perf_counter() - t
             row[f"{engine}_stdout"] = done.stdout
+            row[f"{engine}_exit"] = done.returncode
+            if done.returncode != entry["exit_status"]:
+                raise SystemExit(f"{entry['file']} exited {done.returncode}, expected "
+                                 f"{entry['exit_status']}: {done.stderr[-500:]}")
         row["same_output"] = row["warp_stdout"] == row["vector_stdout"]
         del row["warp_stdout"], row["vector_stdout"]
         rows.append(row)
@@ -135,25 +273,37 @@ def program_rows() -> list[dict]:
     return rows
 
 
-def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: dict) -> str:
+def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: dict,
+             checks: list[dict] = ()) -> str:
+    base = "baseline" in gemm[0]
     lines = [f"# The CPU model's engines, side by side ({meta['date']})", "",
              f"Machine: {meta['machine']}. Command: `{meta['command']}`. Each figure is the "
-             "minimum of the repetitions (one for the warp-by-warp 512³ GEMM), program decoded "
-             "beforehand.", "",
-             "## The capstone's learner GEMM", "",
-             "| size | mma.sync | warp by warp | vector | speed-up | same bits | vector ran as |",
-             "| ---: | ---: | ---: | ---: | ---: | :---: | --- |"]
+             "minimum of the repetitions (one for a 512³ GEMM warp by warp), program decoded "
+             "beforehand."
+             + (f" Baseline: the code of {meta['baseline']}, run in the same run." if base else ""),
+             "", "## The capstone's learner GEMM", ""]
+    head = "| size | mma.sync | warp by warp | vector | speed-up | same bits | vector ran as |"
+    rule = "| ---: | ---: | ---: | ---: | ---: | :---: | --- |"
+    if base:
+        head += " before | speed-up on before | same bits as before |"
+        rule += " ---: | ---: | :---: |"
+    lines += [head, rule]
     for r in gemm:
-        lines.append(f"| {r['size']}³ | {r['mma_sync']:,} | {r['warp']:.3f} s | "
-                     f"{r['vector']:.3f} s | {r['warp'] / r['vector']:.1f}x | "
-                     f"{'yes' if r['same_bits'] else 'NO'} | {r['vector_ran_as'][0]} |")
-    lines += ["", "## Every course kernel check (visible and hidden launches)", "",
+        line = (f"| {r['size']}³ | {r['mma_sync']:,} | {r['warp']:.3f} s | {r['vector']:.3f} s "
+                f"| {r['warp'] / r['vector']:.1f}x | {'yes' if r['same_bits'] else 'NO'} | "
+                f"{r['vector_ran_as'][0]} |")
+        if base:
+            line += (f" {r['baseline']:.3f} s | {r['baseline'] / r['vector']:.1f}x | "
+                     f"{'yes' if r['baseline_same_bits'] else 'NO'} |")
+        lines.append(line)
+    lines += ["", "## Every course kernel check's launches (visible and hidden)", "",
               "| check | launches | warps | warp by warp | vector | speed-up | vector engine |",
               "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in course:
         lines.append(f"| {r['check']} | {r['launches']} | {r['warps']} | {r['warp']:.3f} s | "
                      f"{r['vector']:.3f} s | {r['warp'] / r['vector']:.2f}x | "
                      f"{', '.join(r['ran_as'])} |")
+    lines += _check_lines(list(checks)) if checks else []
     lines += ["", "## Test programs of `ptxlab run --cpu`, end to end (build included)", "",
               "| program | args | warp by warp | vector | same output |",
               "| --- | --- | ---: | ---: | :---: |"]
@@ -163,12 +313,21 @@ def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: d
     return "\n".join(lines) + "\n"
 
 
+def _describe_tree(tree: Path) -> str:
+    done = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %cs"],
+                          capture_output=True, text=True)
+    return f"{tree} ({done.stdout.strip() or 'not a git checkout'})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 512])
     ap.add_argument("--out", type=Path, default=ROOT / "reports/cpu_engines")
     ap.add_argument("--no-programs", action="store_true")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of the code before (e.g. a git worktree of an older "
+                         "commit): its GEMM and checks are measured in the same run")
     ns = ap.parse_args()
     meta = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.node()}, {os.cpu_count()} cores, "
@@ -176,12 +335,17 @@ def main() -> None:
             "command": "python measure/benchmarks/bench_cpu_engines.py " + " ".join(sys.argv[1:])}
     with np.errstate(all="ignore"):
         gemm = gemm_rows(ns.sizes, ns.reps)
+        if ns.baseline:
+            baseline_gemm(gemm, ns.baseline, ns.reps)
+            meta["baseline"] = _describe_tree(ns.baseline)
         course = course_rows(ns.reps)
+    checks = check_rows(ns.baseline)
     programs = [] if ns.no_programs else program_rows()
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "bench.json").write_text(json.dumps({"meta": meta, "gemm": gemm, "course": course,
-                                                    "programs": programs}, indent=1) + "\n")
-    (ns.out / "BENCH.md").write_text(markdown(gemm, course, programs, meta))
+                                                    "checks": checks, "programs": programs},
+                                                   indent=1) + "\n")
+    (ns.out / "BENCH.md").write_text(markdown(gemm, course, programs, meta, checks))
     print(f"wrote {ns.out / 'BENCH.md'}")
 
 

@@ -169,6 +169,15 @@ def _find_nvcc() -> Compiler | None:
     return Compiler("nvcc", exe, version)
 
 
+def _candidates():
+    """The NVRTC libraries to try, best first, each group looked for only when the ones before
+    it failed (asking ``cuda.pathfinder`` costs an import and a search)."""
+    if os.environ.get(_LIB_ENV):
+        yield Path(os.environ[_LIB_ENV])
+    for group in (_wheel_library_candidates, _pathfinder_candidate, _system_library_candidates):
+        yield from group()
+
+
 def find_compiler() -> Compiler:
     """The compiler this machine will use (cached); raises :class:`CompilerNotFound`."""
     global _COMPILER
@@ -176,13 +185,8 @@ def find_compiler() -> Compiler:
         if _COMPILER is not None:
             return _COMPILER
         problems: list[str] = []
-        candidates: list[Path] = []
-        if os.environ.get(_LIB_ENV):
-            candidates.append(Path(os.environ[_LIB_ENV]))
-        candidates += _wheel_library_candidates() + _pathfinder_candidate()
-        candidates += _system_library_candidates()
         seen = set()
-        for cand in candidates:
+        for cand in _candidates():
             if str(cand) in seen:
                 continue
             seen.add(str(cand))
@@ -253,18 +257,34 @@ def cache_dir() -> Path:
     return Path(base) / "ptxlab"
 
 
+_HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".cu", ".inc")
+
+
 def _folder_signature(folder: Path) -> str:
-    """Size and mtime of every header under ``folder`` (the first 2000)."""
+    """Size and mtime of every header under ``folder`` (the first 2000), walked with
+    ``os.scandir`` (a toolkit's two thousand headers are most of a first compile's cost)."""
     h = hashlib.sha256()
     count = 0
-    for path in sorted(folder.rglob("*")):
-        if path.suffix in (".cuh", ".h", ".hpp", ".cu", ".inc") and path.is_file():
-            st = path.stat()
-            h.update(f"{path}:{st.st_size}:{st.st_mtime_ns};".encode())
-            count += 1
-            if count > 2000:
-                break
+    for path in sorted(_header_paths(str(folder))):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns};".encode())
+        count += 1
+        if count > 2000:
+            break
     return h.hexdigest()
+
+
+def _header_paths(top: str):
+    """Every header name below ``top`` (the caller keeps the regular files, links followed)."""
+    for root, _, files in os.walk(top):
+        for name in files:
+            if name.endswith(_HEADER_SUFFIXES):
+                yield os.path.join(root, name)
 
 
 @functools.lru_cache(maxsize=None)
