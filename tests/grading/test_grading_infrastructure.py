@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "grading"))
-import course as fixture_course  # noqa: E402
 
 from ptxlab.grading import batch, local_pool, options, report, grading_worker as worker  # noqa: E402
 from ptxlab.grading.machine_faults import FaultRecorder, KernelStartFailed, machine_fault  # noqa: E402
@@ -44,28 +42,6 @@ def test_machine_failures_are_recognised_by_their_type(exc, cause):
 ])
 def test_a_submissions_own_faults_and_their_words_are_not_the_machines(exc):
     assert machine_fault(exc) is None
-
-
-@pytest.fixture
-def course_with_alice(tmp_path, monkeypatch):
-    """A released ps1 and one collected submission (the release itself), graded without the
-    sandbox so the test needs no bwrap."""
-    pytest.importorskip("nbgrader")
-    monkeypatch.setenv("PTXLAB_SANDBOX", "none")
-    # Graded in this process: no spare kernel may outlive the test.
-    monkeypatch.setenv("PTXLAB_PRESTART_KERNELS", "0")
-    root = fixture_course.make_course(tmp_path / "course")
-    gen = fixture_course.nbgrader(["generate_assignment", "ps1"], root,
-                                  env=fixture_course.grading_env(PTXLAB_SANDBOX="none"))
-    assert gen.returncode == 0, gen.stderr[-2000:]
-    sub = root / "submitted" / "alice" / "ps1"
-    sub.mkdir(parents=True)
-    for f in (root / "release" / "ps1").iterdir():
-        (sub / f.name).write_bytes(f.read_bytes())
-    (sub / "timestamp.txt").write_text("2026-11-23 10:00:00")
-    yield root
-    from ptxlab.grading.execute import shutdown_spare_kernels
-    shutdown_spare_kernels()
 
 
 def test_a_kernel_that_did_not_start_is_retried(course_with_alice, monkeypatch):

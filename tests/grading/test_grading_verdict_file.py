@@ -10,15 +10,12 @@ the grader's file is a fault of the machine (not graded, retried), never a 0.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.notebooknode import NotebookNode
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "grading"))
-import course as fixture_course  # noqa: E402
 
 from ptxlab.grading import judge, outcome, verdict_file  # noqa: E402
 from ptxlab.grading.outcome import INFRASTRUCTURE, SubmissionVerdicts  # noqa: E402
@@ -163,27 +160,6 @@ def test_the_judge_replaces_what_lies_at_the_files_name_without_writing_through_
     assert path.is_file()
     assert verdict_file.load(folder, "04", student="ann", assignment="04").cells
     assert [p.name for p in folder.iterdir() if p.name.startswith(".verdicts-")] == []
-
-
-@pytest.fixture
-def course_with_alice(tmp_path, monkeypatch):
-    """A released ps1 and one collected submission (the release itself), graded without the
-    sandbox so the test needs no bwrap."""
-    pytest.importorskip("nbgrader")
-    monkeypatch.setenv("PTXLAB_SANDBOX", "none")
-    monkeypatch.setenv("PTXLAB_PRESTART_KERNELS", "0")
-    root = fixture_course.make_course(tmp_path / "course")
-    gen = fixture_course.nbgrader(["generate_assignment", "ps1"], root,
-                                  env=fixture_course.grading_env(PTXLAB_SANDBOX="none"))
-    assert gen.returncode == 0, gen.stderr[-2000:]
-    sub = root / "submitted" / "alice" / "ps1"
-    sub.mkdir(parents=True)
-    for f in (root / "release" / "ps1").iterdir():
-        (sub / f.name).write_bytes(f.read_bytes())
-    (sub / "timestamp.txt").write_text("2026-11-23 10:00:00")
-    yield root
-    from ptxlab.grading.execute import shutdown_spare_kernels
-    shutdown_spare_kernels()
 
 
 def _flagged(grader) -> list[str]:
