@@ -56,9 +56,8 @@ def _largest_exponent_sums(ea: np.ndarray, eb: np.ndarray) -> np.ndarray:
     K up to 16, rounding of a sum of positive terms keeps it there, and the exponent of the sum
     divided by 5 is ``emax``. Formats whose exponents reach past 2**±150 take the direct max.
     """
-    fa, fb = ea[np.isfinite(ea)], eb[np.isfinite(eb)]
     small = ea.shape[-1] <= 16 and all(
-        f.size == 0 or (f.min() >= -30 and f.max() <= 30) for f in (fa, fb))
+        e.max() <= 30 and np.min(e, where=np.isfinite(e), initial=0.0) >= -30 for e in (ea, eb))
     if not small:
         return (ea[:, :, :, None] + eb[:, None, :, :]).max(axis=2)
     s = np.matmul(np.exp2(5 * ea), np.exp2(5 * eb))
@@ -84,8 +83,9 @@ def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str
     # contiguous operands: the broadcast products below run a quarter faster on them
     A, C = np.ascontiguousarray(A), np.ascontiguousarray(C)
     with np.errstate(invalid="ignore", over="ignore"):
-        Bt = np.ascontiguousarray(np.swapaxes(B, 1, 2))                                    # (W, N, K): K last,
-        P = A[:, :, None, :] * Bt[:, None, :, :]                     # (W, M, N, K), exact
+        B = np.ascontiguousarray(B)
+        # (W, M, K, N): K in the middle, so the sums over K add whole rows of N at a time
+        P = A[:, :, :, None] * B[:, None, :, :]                      # exact
         ea, eb, ce = exponents(A, in_fmt), exponents(B, in_fmt), exponents(C, c_fmt)
         special = not (np.isfinite(A).all() and np.isfinite(B).all() and np.isfinite(C).all())
         emax = np.maximum(_largest_exponent_sums(ea, eb), ce)
@@ -100,13 +100,13 @@ def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str
         # term that would underflow truncates to zero either way), so a multiplication does
         # what ``np.ldexp`` does, for less
         up = np.ldexp(1.0, shift)
-        scaled = np.multiply(Pf, up[..., None], out=P if Pf is P else None)
-        T = np.trunc(scaled, out=scaled).sum(axis=3)
+        scaled = np.multiply(Pf, up[:, :, None, :], out=P if Pf is P else None)
+        T = np.trunc(scaled, out=scaled).sum(axis=2)
         S = (T + np.trunc(Cf * up)) * np.ldexp(1.0, -shift)
         if special:   # IEEE: a NaN or inf*0 gives NaN; +inf and -inf together give NaN
-            nan = np.isnan(P).any(axis=3) | np.isnan(C)
-            pos = (P == np.inf).any(axis=3) | (C == np.inf)
-            neg = (P == -np.inf).any(axis=3) | (C == -np.inf)
+            nan = np.isnan(P).any(axis=2) | np.isnan(C)
+            pos = (P == np.inf).any(axis=2) | (C == np.inf)
+            neg = (P == -np.inf).any(axis=2) | (C == -np.inf)
             nan |= pos & neg
     if out_fmt == "f32":
         bits = round_f32_toward_zero(S).view(np.uint32)
