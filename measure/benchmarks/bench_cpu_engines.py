@@ -219,6 +219,13 @@ def check_rows(baseline: Path | None = None) -> list[dict]:
     return rows
 
 
+def _head(columns: list[tuple[str, str]], more: list[tuple[str, str]]) -> list[str]:
+    """A markdown table's header and rule: each column's name and alignment."""
+    cols = columns + more
+    return ["| " + " | ".join(n for n, _ in cols) + " |",
+            "| " + " | ".join(a for _, a in cols) + " |"]
+
+
 def _check_lines(checks: list[dict]) -> list[str]:
     base = "baseline_first" in checks[0]
     lines = ["", "## A learner's check, end to end, and the model's part of it", "",
@@ -228,12 +235,10 @@ def _check_lines(checks: list[dict]) -> list[str]:
              "submission). *model* is the time inside the CPU model's launches."
              + (" *before*: the same with the baseline's code, in the same run." if base else ""),
              ""]
-    head = "| check | first | model | again | model | judged | model |"
-    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-    if base:
-        head += " first before | again before | first: speed-up |"
-        rule += " ---: | ---: | ---: |"
-    lines += [head, rule]
+    lines += _head([("check", "---"), ("first", "---:"), ("model", "---:"), ("again", "---:"),
+                    ("model", "---:"), ("judged", "---:"), ("model", "---:")],
+                   [("first before", "---:"), ("again before", "---:"),
+                    ("first: speed-up", "---:")] if base else [])
     for r in checks:
         line = (f"| {r['notebook']}:{r['check']} | {r['first']:.3f} s | "
                 f"{r['first_model']:.3f} s | {r['again']:.3f} s | {r['again_model']:.3f} s "
@@ -282,12 +287,11 @@ def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: d
              "beforehand."
              + (f" Baseline: the code of {meta['baseline']}, run in the same run." if base else ""),
              "", "## The capstone's learner GEMM", ""]
-    head = "| size | mma.sync | warp by warp | vector | speed-up | same bits | vector ran as |"
-    rule = "| ---: | ---: | ---: | ---: | ---: | :---: | --- |"
-    if base:
-        head += " before | speed-up on before | same bits as before |"
-        rule += " ---: | ---: | :---: |"
-    lines += [head, rule]
+    lines += _head([("size", "---:"), ("mma.sync", "---:"), ("warp by warp", "---:"),
+                    ("vector", "---:"), ("speed-up", "---:"), ("same bits", ":---:"),
+                    ("vector ran as", "---")],
+                   [("before", "---:"), ("speed-up on before", "---:"),
+                    ("same bits as before", ":---:")] if base else [])
     for r in gemm:
         line = (f"| {r['size']}³ | {r['mma_sync']:,} | {r['warp']:.3f} s | {r['vector']:.3f} s "
                 f"| {r['warp'] / r['vector']:.1f}x | {'yes' if r['same_bits'] else 'NO'} | "
