@@ -44,6 +44,11 @@ class Flow:
         self.push(pc, mask)
         return top[0], top[1]
 
+    def guarded(self, entry, have: np.ndarray) -> np.ndarray:
+        """The lanes of ``have`` whose guard predicate (``@p`` / ``@!p``) lets ``entry`` run."""
+        pred = self.R[entry.guard]
+        return (~pred if entry.neg else pred) & have
+
     def branch(self, entry, pc: int, mask):
         """``bra`` of the running group: the (pc, mask) to run next; a predicate that splits
         the lanes runs the lower target first and leaves the other part waiting."""

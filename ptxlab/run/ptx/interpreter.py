@@ -218,16 +218,13 @@ def _step_collective(w: Warp, fl: Flow, entry, pc: int, mask):
     """A warp-collective instruction (``K_COLL``) or a barrier (``K_BAR``): it runs once every
     lane it needs is here; until then the group parks and another runs."""
     if entry.guard >= 0:
-        pred = fl.R[entry.guard]
-        if entry.neg:
-            pred = ~pred
         have = mask_array(mask)
-        on = pred & have
+        on = fl.guarded(entry, have)
         if not on.any():
             return pc + 1, mask
         if not (on == have).all():
             raise LaneFault("a guard predicate that differs between lanes skips a "
-                            "warp-collective instruction in some of them", lanes_of(have & ~pred),
+                            "warp-collective instruction in some of them", lanes_of(have & ~on),
                             kind="divergence")
     member = None
     if entry.member is not None:

@@ -239,6 +239,7 @@ class Spaces:
 
     def _load_global(self, addrs, lanes, dtype, count, total, what):
         k = self.glob.locate(addrs, total, lanes, what)
+        self._watch_global("read", k, addrs, lanes, total)
         k0 = int(k[0])
         if (k == k0).all():
             b = self.glob.buffers[k0]
@@ -297,8 +298,7 @@ class Spaces:
 
     def _load_shared(self, addrs, lanes, dtype, count, total, what):
         off = self._shared_offsets(addrs, lanes, total, what)
-        if self.race is not None and getattr(what, "ins", None) is not None:
-            self.race.read(self.warp, lanes, off, total, what)
+        self._watch_shared("read", lanes, off, total, what)
         return _gather(self.shared, off + SHARED_START, dtype, count)
 
     def _local_offsets(self, addrs, lanes, total, what):
@@ -345,6 +345,7 @@ class Spaces:
             return
         if space == "global":
             k = self.glob.locate(addrs, total, lanes, what)
+            self._watch_global("write", k, addrs, lanes, total)
             for kb in (np.unique(k) if not (k == k[0]).all() else k[:1]):
                 sel = k == kb
                 b = self.glob.buffers[int(kb)]
@@ -357,9 +358,7 @@ class Spaces:
             return
         if space == "shared":
             off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
-            if self.race is not None and getattr(what, "ins", None) is not None:
-                self.race.write(self.warp, lanes, off, total, what,
-                                unchanged=lambda: self._unchanged(off, total, values))
+            self._watch_shared("write", lanes, off, total, what, values)
             _scatter(self.shared, off + SHARED_START, values)
             return
         if space == "local":
@@ -369,6 +368,22 @@ class Spaces:
             view[lanes[:, None], idx[:, None] + np.arange(count)] = values
             return
         raise LaneFault(f"{what}: cannot store to state space .{space}", lanes[:1])
+
+    # ---- who watches the accesses -----------------------------------------------------
+
+    def _watch_shared(self, kind: str, lanes, off, total: int, what, values=None) -> None:
+        """A shared access, for the block's race tracker (``off`` from the block's start)."""
+        if self.race is None or getattr(what, "ins", None) is None:
+            return
+        if kind == "read":
+            self.race.read(self.warp, lanes, off, total, what)
+        else:
+            self.race.write(self.warp, lanes, off, total, what,
+                            unchanged=lambda: self._unchanged(off, total, values))
+
+    def _watch_global(self, kind: str, k: np.ndarray, addrs, lanes, total: int) -> None:
+        """A global access to the buffers ``k``: nobody watches it warp by warp (a vector run
+        of many warps does, :class:`ptxlab.run.ptx.wide_memory.WideSpaces`)."""
 
     def _unchanged(self, off: np.ndarray, total: int, values: np.ndarray) -> np.ndarray:
         """Which bytes a shared store is about to write already hold the value it writes (one

@@ -27,7 +27,7 @@ from .memory import SHARED_START
 
 __all__ = ["RACECHECK_ENV", "racecheck_mode", "SharedMemoryRace", "RaceWarning",
            "UninitializedSharedRead", "RaceTracker", "Access", "Site", "Race",
-           "REDUNDANT_COPY_ADVICE", "BARRIER_ADVICE", "OVERWRITE_ADVICE"]
+           "REDUNDANT_COPY_ADVICE", "BARRIER_ADVICE", "OVERWRITE_ADVICE", "access_bytes"]
 
 #: ``error`` (default): a launch with a race raises :class:`SharedMemoryRace`; ``warn``: a
 #: :class:`RaceWarning` instead; ``off``: no watching (and no cost).
@@ -177,6 +177,13 @@ def _all_unchanged(unchanged, where: np.ndarray) -> bool:
     return bool(flags[where].all())
 
 
+def access_bytes(who: np.ndarray, off: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every byte an access of ``nbytes`` at each offset touches, and whose access it is
+    (``who``, one per offset: a lane or a warp), byte by byte."""
+    idx = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
+    return idx, np.repeat(np.asarray(who), nbytes)
+
+
 class RaceTracker:
     """Every shared-memory byte of one block: its last writer, its readers since the barrier."""
 
@@ -225,11 +232,6 @@ class RaceTracker:
         return Access(kind, int(warp), int(lane), getattr(ins, "line", None),
                       getattr(ins, "text", "") or "", src, text)
 
-    @staticmethod
-    def _bytes(lanes: np.ndarray, off: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
-        idx = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
-        who = np.repeat(np.asarray(lanes), nbytes)
-        return idx, who
 
     def _report(self, first: Access, second: Access, index: int, unchanged: bool) -> None:
         key = (first.kind, first.ptx_line, second.kind, second.ptx_line)
@@ -253,7 +255,7 @@ class RaceTracker:
         return ww
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
-        idx, who = self._bytes(lanes, off, nbytes)
+        idx, who = access_bytes(lanes, off, nbytes)
         gen = self.generation
         sid = self._site(what)
         ww = self._after_other_writer("read", warp, idx, who, sid)
@@ -280,7 +282,7 @@ class RaceTracker:
         lane by lane, or a function that returns them, called only if there is a race) says
         which bytes the write leaves as they were, the evidence of a copy that several warps
         make in full."""
-        idx, who = self._bytes(lanes, off, nbytes)
+        idx, who = access_bytes(lanes, off, nbytes)
         gen = self.generation
         sid = self._site(what)
         self._after_other_writer("write", warp, idx, who, sid, unchanged)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -56,7 +57,18 @@ def engine(name: str | None = None) -> str:
 
 
 def why_warp_by_warp(program) -> str | None:
-    """Why ``program`` cannot run as one vector program (None: it can)."""
+    """Why ``program`` cannot run as one vector program (None: it can); read once per
+    program, which a check or a grade launches many times."""
+    if program not in _REASONS:
+        _REASONS[program] = _scan(program)
+    return _REASONS[program]
+
+
+#: ``why_warp_by_warp`` of each program still in use.
+_REASONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _scan(program) -> str | None:
     fc = program.entry
     for ins, entry in zip(fc.instrs, fc.code):
         if ins.opcode in _ORDERED_OPS:
@@ -160,11 +172,8 @@ def _arrive(w: WideWarp, fl: Flow, entry, pc: int, mask):
     """A group reaches a warp-collective instruction or a barrier: it waits there (None) for
     the rest of its warp or block, or skips it (``pc + 1``) under a false guard."""
     if entry.guard >= 0:
-        pred = fl.R[entry.guard]
-        if entry.neg:
-            pred = ~pred
         have = w.mask_array(mask)
-        on = pred & have
+        on = fl.guarded(entry, have)
         if not on.any():
             return pc + 1
         if not (on == have).all():

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import NeedsWarpByWarp
-from .memory import SHARED_START, Spaces, _gather, _scatter, check_alignment
+from .memory import SHARED_START, Spaces
+from .racecheck import access_bytes
 
 _NONE, _MANY = -1, -2
 #: Bytes of one page of an :class:`OrderGuard`'s record.
@@ -30,7 +31,7 @@ class OrderGuard:
     touches of it."""
 
     def __init__(self, nbytes: int, lane_warp: np.ndarray, warp_block: np.ndarray,
-                 generation: np.ndarray, *, uninitialized_reads: bool = False):
+                 generation: np.ndarray):
         self.direct = nbytes <= DIRECT_BYTES
         self.page_slot = np.full((nbytes + PAGE - 1) // PAGE, -1, np.int64)
         self.pages = 0
@@ -38,7 +39,6 @@ class OrderGuard:
         self.lane_warp = lane_warp          # global warp number of each lane
         self.warp_block = warp_block        # block slot of each global warp
         self.generation = generation        # barriers passed, per block slot (shared, updated)
-        self.uninitialized_reads = uninitialized_reads
 
     def _grow(self, pages: int) -> None:
         n = pages * PAGE
@@ -52,8 +52,7 @@ class OrderGuard:
 
     def _bytes(self, lanes: np.ndarray, off: np.ndarray, nbytes: int):
         """Each byte's index into the record, and the warp that touches it."""
-        idx = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
-        who = np.repeat(self.lane_warp[lanes], nbytes)
+        idx, who = access_bytes(self.lane_warp[lanes], off, nbytes)
         if self.direct:
             return idx, who
         page = idx // PAGE
@@ -77,8 +76,6 @@ class OrderGuard:
     def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
         idx, who = self._bytes(lanes, off, nbytes)
         w = self.writer[idx]
-        if self.uninitialized_reads and (w == _NONE).any():
-            raise NeedsWarpByWarp("a read of shared memory no thread of the block wrote")
         clash = (w >= 0) & (w != who)
         if clash.any() and self._unordered(w[clash], self.w_gen[idx[clash]], who[clash]).any():
             raise NeedsWarpByWarp("a read of a byte another warp wrote, unordered")
@@ -128,20 +125,16 @@ class IntervalGuard:
         self.reads: list = []
         self.writes: list = []
 
-    @staticmethod
-    def _idx(off: np.ndarray, nbytes: int) -> np.ndarray:
-        return (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
-
     def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx = self._idx(off, nbytes)
+        idx, who = access_bytes(self.lane_warp[lanes], off, nbytes)
         if self.uninitialized_reads and not self.written[idx].all():
             raise NeedsWarpByWarp("a read of shared memory no thread of the block wrote")
-        self.reads.append((idx, self.lane_warp[lanes], nbytes))
+        self.reads.append((idx, who))
 
     def write(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx = self._idx(off, nbytes)
+        idx, who = access_bytes(self.lane_warp[lanes], off, nbytes)
         self.written[idx] = True
-        self.writes.append((idx, self.lane_warp[lanes], nbytes))
+        self.writes.append((idx, who))
 
     def check(self) -> None:
         """Check the noted interval and start a new one."""
@@ -149,15 +142,15 @@ class IntervalGuard:
         self.writes, self.reads = [], []
         if not writes:
             return
-        widx = np.concatenate([i for i, _, _ in writes])
-        wwho = np.concatenate([np.repeat(w, n) for _, w, n in writes])
+        widx = np.concatenate([i for i, _ in writes])
+        wwho = np.concatenate([w for _, w in writes])
         self.owner[widx] = wwho                   # one writer per byte stays
         try:
             if (self.owner[widx] != wwho).any():
                 raise NeedsWarpByWarp("two warps write one byte of shared memory, unordered")
-            for idx, who, n in reads:
+            for idx, who in reads:
                 got = self.owner[idx]
-                if ((got >= 0) & (got != np.repeat(who, n))).any():
+                if ((got >= 0) & (got != who)).any():
                     raise NeedsWarpByWarp("a warp reads shared memory another warp writes, "
                                           "unordered")
         finally:
@@ -174,8 +167,8 @@ class IntervalGuard:
 class WideSpaces(Spaces):
     """The address spaces of many warps of several blocks held as one vector of lanes: shared
     memory is one array with a segment per block (``segment[lane]`` is where the lane's block
-    starts), local memory one row per lane; every shared and global access goes through an
-    :class:`OrderGuard`."""
+    starts), local memory one row per lane; every shared access is noted by an
+    :class:`IntervalGuard`, every global one by an :class:`OrderGuard` per buffer."""
 
     __slots__ = ("segment", "shared_guard", "global_guards", "_guard_args")
 
@@ -206,42 +199,20 @@ class WideSpaces(Spaces):
     def _shared_offsets(self, addrs, lanes, total, what):
         return super()._shared_offsets(addrs, lanes, total, what) + self.segment[lanes]
 
-    def _load_shared(self, addrs, lanes, dtype, count, total, what):
-        off = self._shared_offsets(addrs, lanes, total, what)
-        self.shared_guard.read(lanes, off + SHARED_START, total)
-        return _gather(self.shared, off + SHARED_START, dtype, count)
+    def _watch_shared(self, kind, lanes, off, total, what, values=None) -> None:
+        guard = self.shared_guard
+        (guard.read if kind == "read" else guard.write)(lanes, off + SHARED_START, total)
 
-    def _load_global(self, addrs, lanes, dtype, count, total, what):
-        k = self.glob.locate(addrs, total, lanes, what)
+    def _watch_global(self, kind, k, addrs, lanes, total) -> None:
         for kb in np.unique(k):
             sel = k == kb
-            b = self.glob.buffers[int(kb)]
-            self._global_guard(int(kb)).read(lanes[sel], addrs[sel] - np.uint64(b.base), total)
-        return super()._load_global(addrs, lanes, dtype, count, total, what)
-
-    def store(self, space, addrs, lanes, values, what) -> None:
-        if space not in ("shared", "global"):
-            return super().store(space, addrs, lanes, values, what)
-        total = values.dtype.itemsize * values.shape[1]
-        addrs = addrs.astype(np.uint64, copy=False)
-        check_alignment(addrs, total if values.shape[1] > 1 else values.dtype.itemsize, lanes,
-                        what)
-        if space == "shared":
-            off = self._shared_offsets(self.shared32(addrs, lanes, what), lanes, total, what)
-            self.shared_guard.write(lanes, off + SHARED_START, total)
-            _scatter(self.shared, off + SHARED_START, values)
-            return None
-        k = self.glob.locate(addrs, total, lanes, what)
-        for kb in np.unique(k):
-            sel = k == kb
-            b = self.glob.buffers[int(kb)]
-            self._global_guard(int(kb)).write(lanes[sel], addrs[sel] - np.uint64(b.base), total)
-        return super().store(space, addrs, lanes, values, what)
+            guard = self._global_guard(int(kb))
+            base = np.uint64(self.glob.buffers[int(kb)].base)
+            (guard.read if kind == "read" else guard.write)(lanes[sel], addrs[sel] - base, total)
 
     # ---- the matrix instructions' rows -------------------------------------------------
 
-    def rows_in_blocks(self, rows: np.ndarray, warps: np.ndarray, lane0: np.ndarray,
-                       nbytes: int = 16) -> np.ndarray:
+    def rows_in_blocks(self, rows: np.ndarray, lane0: np.ndarray, nbytes: int = 16) -> np.ndarray:
         """Row addresses ``(k, n)`` of ``k`` warps (first lanes ``lane0``) as indices into the
         side-by-side shared array; a row outside its block's shared memory stops the run
         (the warp-by-warp model names the lane)."""

@@ -12,7 +12,6 @@ import numpy as np
 
 from ....model import emulator, layouts, matrix_forms
 from ..decode_context import K_COLL, K_OP, CodeEntry, Unsupported
-from ..errors import NeedsWarpByWarp
 from ..lanes import lanes_of, mask_bits
 from ..memory import SHARED_START, SHARED_WINDOW, WINDOW_SIZE, LaneFault
 from ..parser import Pair, Reg, Vec
@@ -50,6 +49,20 @@ def _matrix_form(ins, cx, what: str) -> matrix_forms.MatrixForm:
 _ROW_LANES = np.arange(32)
 
 
+def _shared_addresses(w, a: np.ndarray, lanes: np.ndarray, space: str, what) -> np.ndarray:
+    """The ``.shared`` addresses of the row addresses ``a`` that ``lanes`` gave: a ``.shared``
+    form keeps their low 32 bits, a generic one must point into the shared window."""
+    if space == "shared":
+        return w.spaces.shared32(a, lanes, what)
+    inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+    if not inside.all():
+        i = int(np.argmax(~inside.reshape(-1)))
+        raise LaneFault(f"{what}: generic address 0x{int(a.reshape(-1)[i]):x} is not in shared "
+                        "memory (ldmatrix/stmatrix read and write only shared memory)",
+                        (int(lanes.reshape(-1)[i]),))
+    return a - np.uint64(SHARED_WINDOW)
+
+
 def _shared_offsets(get_addr, space: str, what, used: int):
     """A getter of the 32 lanes' byte offsets into the block's shared memory.
 
@@ -59,17 +72,7 @@ def _shared_offsets(get_addr, space: str, what, used: int):
     lanes = _ROW_LANES[:used]
 
     def offsets(w) -> np.ndarray:
-        a = get_addr(w).astype(np.uint64)[:used]
-        if space == "shared":
-            a = w.spaces.shared32(a, lanes, what)
-        if space == "generic":
-            inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
-            if not inside.all():
-                lane = int(np.argmax(~inside))
-                raise LaneFault(f"{what}: generic address 0x{int(a[lane]):x} is not in shared "
-                                "memory (ldmatrix/stmatrix read and write only shared memory)",
-                                (lane,))
-            a = a - np.uint64(SHARED_WINDOW)
+        a = _shared_addresses(w, get_addr(w).astype(np.uint64)[:used], lanes, space, what)
         if used == WARP:
             return a.astype(np.int64)
         out = np.zeros(WARP, dtype=np.int64)
@@ -78,21 +81,15 @@ def _shared_offsets(get_addr, space: str, what, used: int):
     return offsets
 
 
-def _wide_rows(w, get_addr, space: str, used: int, m) -> tuple[np.ndarray, np.ndarray]:
+def _wide_rows(w, get_addr, space: str, used: int, m, what) -> tuple[np.ndarray, np.ndarray]:
     """``(warps, rows)`` of a matrix instruction run for the warps of group ``m`` of a vector
     run (:mod:`ptxlab.run.ptx.wide`): their numbers, and ``(k, 32)`` row addresses as indices
     into the side-by-side shared memory of their blocks (0 past the ``used`` lanes)."""
     ws = w.group_warps(m)
     a = get_addr(w).astype(np.uint64).reshape(-1, WARP)[ws, :used]
-    if space == "generic":
-        inside = (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
-        if not inside.all():
-            raise NeedsWarpByWarp("a generic row address outside shared memory")
-        a = a - np.uint64(SHARED_WINDOW)
-    elif (a >> np.uint64(32)).any():
-        raise NeedsWarpByWarp("a generic address given to a .shared instruction")
+    a = _shared_addresses(w, a, _row_lanes(ws, used).reshape(a.shape), space, what)
     rows = np.zeros((ws.size, WARP), dtype=np.int64)
-    rows[:, :used] = w.spaces.rows_in_blocks(a.astype(np.int64), ws, ws * WARP)
+    rows[:, :used] = w.spaces.rows_in_blocks(a.astype(np.int64), ws * WARP)
     return ws, rows
 
 
@@ -141,7 +138,7 @@ def ldmatrix(ins, cx):
     n = f.address_lane_count
 
     def wide(w, m):
-        ws, rows = _wide_rows(w, get_addr, space, n, m)
+        ws, rows = _wide_rows(w, get_addr, space, n, m, site)
         w.spaces.shared_guard.read(_row_lanes(ws, n), rows[:, :n].reshape(-1), 16)
         regs = emulator.ldmatrix_form(w.spaces.shared, rows, f)
         for i, s in enumerate(sets):
@@ -166,7 +163,7 @@ def stmatrix(ins, cx):
     n = f.address_lane_count
 
     def wide(w, m):
-        ws, rows = _wide_rows(w, get_addr, space, n, m)
+        ws, rows = _wide_rows(w, get_addr, space, n, m, site)
         regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
         w.spaces.shared_guard.write(_row_lanes(ws, n), rows[:, :n].reshape(-1), 16)
         emulator.stmatrix_form(w.spaces.shared, rows, _of_warps(w, ws, regs), f)
