@@ -22,6 +22,9 @@ Arithmetic of ``mma`` (measured against the H100, see ``reports/hardware/REPORT.
 """
 from __future__ import annotations
 
+import sys
+from functools import lru_cache
+
 import numpy as np
 
 from . import layouts, matrix_forms, tensorcore
@@ -197,9 +200,14 @@ def _unpack(regs: np.ndarray, elem_bits: int) -> np.ndarray:
     per = 32 // elem_bits
     if per == 1:
         return regs[..., None]
-    shifts = np.arange(per, dtype=np.uint32) * elem_bits
+    if elem_bits in (8, 16) and sys.byteorder == "little":   # the bytes already lie in order
+        narrow = np.uint8 if elem_bits == 8 else np.uint16
+        whole = np.ascontiguousarray(regs, dtype=np.uint32)
+        return whole.view(narrow).reshape(whole.shape + (per,)).astype(np.uint32)
     mask = np.uint32((1 << elem_bits) - 1)
-    return (regs[..., None] >> shifts) & mask
+    # one whole-array shift per element position: a broadcast over a last axis of 2 or 4
+    # would run numpy's inner loop 2 or 4 elements at a time
+    return np.stack([(regs >> np.uint32(i * elem_bits)) & mask for i in range(per)], axis=-1)
 
 
 def _pack(elems: np.ndarray, elem_bits: int) -> np.ndarray:
@@ -396,6 +404,19 @@ def pack_row_elements(elements: np.ndarray, dtype: str) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=None)
+def _whole_words(f: matrix_forms.MatrixForm) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where every register of ``f`` is one aligned 4-byte word of one row, lowest byte
+    first (the non-transposed forms): each register's address lane and word within the row,
+    ``(32, regs)`` each, so a load gathers words, not bytes. ``None`` for the other forms."""
+    bm = matrix_forms.byte_map(f)
+    lane = bm[..., 0] * f.rows_per_matrix + bm[..., 1]
+    col = bm[..., 2]
+    whole = (not f.packed and (lane == lane[..., :1]).all()
+             and (col == col[..., :1] + np.arange(4)).all() and not (col[..., 0] % 4).any())
+    return (lane[..., 0], col[..., 0] // 4) if whole else None
+
+
 def ldmatrix_form(smem: np.ndarray, addrs, f: matrix_forms.MatrixForm) -> np.ndarray:
     """Any ldmatrix form, read through :func:`ptxlab.model.matrix_forms.byte_map`.
 
@@ -405,6 +426,11 @@ def ldmatrix_form(smem: np.ndarray, addrs, f: matrix_forms.MatrixForm) -> np.nda
     if f.op != "ldmatrix":
         raise BadOperand(f"{f.ptx} is not an ldmatrix form")
     a, batched, mem, rows, src_lane, col = _form_rows(f, addrs, smem, writable=False)
+    words = _whole_words(f)
+    if words is not None and mem.shape[1] % 4 == 0:
+        lanes, word = words                  # rows are 16-byte aligned, so words are whole
+        out = _take(mem.view("<u4"), (rows >> 2)[:, lanes] + word).astype(np.uint32)
+        return out if batched else out[0]
     starts = rows[:, src_lane]                                      # (W, 32, regs, 4)
     if f.packed:
         row_idx = rows[..., None] + np.arange(ROW_BYTES)            # (W, n, 16)
@@ -413,9 +439,8 @@ def ldmatrix_form(smem: np.ndarray, addrs, f: matrix_forms.MatrixForm) -> np.nda
         vals = elems[w_idx, src_lane[None], col[None]]              # (W, 32, regs, 4)
     else:
         vals = _take(mem, starts + col[None])
-    vals = vals.astype(np.uint32)
-    out = (vals[..., 0] | (vals[..., 1] << 8) | (vals[..., 2] << 16) | (vals[..., 3] << 24))
-    out = out.astype(np.uint32)
+    # the four bytes of each register, lowest first: one little-endian word
+    out = np.ascontiguousarray(vals, dtype=np.uint8).view("<u4")[..., 0].astype(np.uint32)
     return out if batched else out[0]
 
 
@@ -554,12 +579,36 @@ def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: s
     rc = _as_registers(c, "c", form.c.regs)
     if not (ra.shape[0] == rb.shape[0] == rc.shape[0]):
         raise BadOperand("a, b and c must be for the same number of warps")
-    A = _decode(fragment_to_matrices(ra, form.a)[:, 0], atype)     # (W, M, K)
-    B = _decode(fragment_to_matrices(rb, form.b)[:, 0], btype)     # (W, K, N)
-    C = _decode(fragment_to_matrices(rc, form.c)[:, 0], ctype)     # (W, M, N)
     if atype in ("s8", "u8"):
-        bits = _wrap_s32(np.einsum("wmk,wkn->wmn", A, B) + C)
+        A = _decode(fragment_to_matrices(ra, form.a)[:, 0], atype)     # (W, M, K)
+        B = _decode(fragment_to_matrices(rb, form.b)[:, 0], btype)     # (W, K, N)
+        C = _decode(fragment_to_matrices(rc, form.c)[:, 0], ctype)     # (W, M, N)
+        out = matrices_to_fragment(_wrap_s32(np.einsum("wmk,wkn->wmn", A, B) + C)[:, None],
+                                   form.d)
     else:
-        bits = tensorcore.mma_sum(A, B, C, atype, ctype, dtype)
-    out = matrices_to_fragment(bits[:, None], form.d)
+        A = _decode(_warps_last_operand(ra, form.a, cols_first=True), atype)    # (K, M, W)
+        B = _decode(_warps_last_operand(rb, form.b, cols_first=False), btype)  # (K, N, W)
+        C = _decode(_warps_last_operand(rc, form.c, cols_first=False), ctype)  # (M, N, W)
+        out = _warps_last_fragment(tensorcore.mma_sum(A, B, C, atype, ctype, dtype), form.d)
     return out if batched else out[0]
+
+
+def _warps_last_operand(regs: np.ndarray, layout: layouts.FragmentLayout,
+                        cols_first: bool) -> np.ndarray:
+    """Registers ``(W, 32, n)`` -> element bits ``(rows, cols, W)`` (``(cols, rows, W)`` with
+    ``cols_first``) of the layout's one matrix: the warps last, as the tensor-core sum takes
+    them, so the one transposition is of the registers, the smallest form of the data."""
+    elems = _unpack(np.ascontiguousarray(regs.transpose(1, 2, 0)), layout.elem_bits)
+    elems = np.ascontiguousarray(elems.transpose(0, 1, 3, 2))     # (32, n, per, W)
+    o = layout.owners[0]
+    if cols_first:
+        o = o.transpose(1, 0, 2)
+    return elems[o[..., 0], o[..., 1], o[..., 2]]
+
+
+def _warps_last_fragment(bits: np.ndarray, layout: layouts.FragmentLayout) -> np.ndarray:
+    """Inverse of :func:`_warps_last_operand` for a result: ``(rows, cols, W)`` -> registers
+    ``(W, 32, n)``."""
+    c = layout.coords
+    elems = bits[c[..., 1], c[..., 2]]                              # (32, n, per, W)
+    return _pack(np.moveaxis(elems, 2, -1), layout.elem_bits).transpose(2, 0, 1)

@@ -19,6 +19,9 @@ NaN); a result that rounds to zero is ``+0``.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 __all__ = ["ALIGN_BITS", "mma_sum", "exponents", "round_f32_toward_zero"]
@@ -32,82 +35,119 @@ CANONICAL_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF}
 
 
 def exponents(values: np.ndarray, fmt: str) -> np.ndarray:
-    """Exponent field of each value as the hardware sees it (``-inf`` for zeros), as float64."""
-    _, e = np.frexp(values)                           # values = m * 2**e with 0.5 <= |m| < 1
-    e = np.maximum(e.astype(np.float64) - 1, _EMIN[fmt])
-    return np.where(values == 0, -np.inf, e)
+    """Exponent field of each value as the hardware sees it (``-inf`` for zeros), as float64.
+
+    Read from the float64 bits (every input value is a normal float64). An infinity or NaN
+    gets -1: its output is decided by IEEE rules whatever its alignment."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    field = ((values.view(np.uint64) >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.float64)
+    e = np.maximum(field - 1023.0, _EMIN[fmt])
+    e[field == 0x7FF] = -1.0
+    e[values == 0] = -np.inf
+    return e
 
 
 def round_f32_toward_zero(x: np.ndarray) -> np.ndarray:
     """float64 -> float32, truncating the significand; a sum of 2**128 or more is infinite
-    (the exponent overflows), as the tensor core does, rather than the largest finite value."""
-    with np.errstate(over="ignore"):
-        f = x.astype(np.float32)
-    too_far = np.abs(f.astype(np.float64)) > np.abs(x)
-    f = np.where(too_far, np.nextafter(f, np.float32(0)), f).astype(np.float32)
-    return np.where(np.abs(x) >= 2.0**128, np.copysign(np.float32(np.inf), x), f).astype(np.float32)
+    (the exponent overflows), as the tensor core does, rather than the largest finite value.
+
+    In the f32 normal range, clearing the 29 significand bits float32 lacks is the truncation,
+    and the conversion after it is exact; below it, the f32 subnormal grid of 2**-149 is."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    kept = (x.view(np.uint64) & np.uint64(~((1 << 29) - 1) & (2**64 - 1))).view(np.float64)
+    size = np.abs(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if (size < 2.0**-126).any():
+            kept = np.where(size < 2.0**-126, np.trunc(x * 2.0**149) * 2.0**-149, kept)
+        f = kept.astype(np.float32)
+        if not (size < 2.0**128).all():                    # infinities, NaNs, overflow
+            f = np.where(size >= 2.0**128, np.copysign(np.float32(np.inf), x), f)
+            f = np.where(np.isnan(x), x.astype(np.float32), f).astype(np.float32)
+    return f
 
 
-def _largest_exponent_sums(ea: np.ndarray, eb: np.ndarray) -> np.ndarray:
-    """``max_k ea[w, m, k] + eb[w, k, n]`` for exponents that are whole numbers or ``-inf``.
-
-    As a matrix product where that is exact: with ``32**ea`` and ``32**eb`` (powers of two),
-    ``sum_k 32**(ea+eb)`` lies between ``32**emax`` and ``K * 32**emax < 32**(emax+1)`` for
-    K up to 16, rounding of a sum of positive terms keeps it there, and the exponent of the sum
-    divided by 5 is ``emax``. Formats whose exponents reach past 2**±150 take the direct max.
-    """
-    small = ea.shape[-1] <= 16 and all(
-        e.max() <= 30 and np.min(e, where=np.isfinite(e), initial=0.0) >= -30 for e in (ea, eb))
-    if not small:
-        return (ea[:, :, :, None] + eb[:, None, :, :]).max(axis=2)
-    s = np.matmul(np.exp2(5 * ea), np.exp2(5 * eb))
-    _, x = np.frexp(s)                                               # s = f * 2**x, 1/2 <= f < 1
-    return np.where(s == 0, -np.inf, np.floor_divide(x - 1, 5).astype(np.float64))
-
-
-#: Warps per chunk in :func:`mma_sum`: keeps the (chunk, M, K, N) temporaries cache-sized.
+#: Warps per piece of :func:`mma_sum`'s work: each ``(M, N, warps)`` temporary stays cache-sized.
 _CHUNK = 256
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _workers() -> ThreadPoolExecutor:
+    """Threads for the pieces of a large batch (numpy lets go of the GIL in its loops); one
+    pool per process, as a pool does not survive a fork."""
+    pid = os.getpid()
+    if pid not in _pools:
+        _pools.clear()
+        _pools[pid] = ThreadPoolExecutor(max_workers=max(1, len(os.sched_getaffinity(0))),
+                                         thread_name_prefix="ptxlab-mma")
+    return _pools[pid]
+
+
+def _power_of_two(e: np.ndarray) -> np.ndarray:
+    """``2.0 ** e`` for whole ``e`` within float64's normal exponents, built from its bits."""
+    return ((e.astype(np.int64) + 1023) << 52).view(np.float64)
+
+
+def _aligned_sums(At: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, in_fmt: str,
+                  c_fmt: str) -> tuple[np.ndarray, tuple | None]:
+    """Steps 1-3 for one piece: the exact sums ``(M, N, W)``, and where any input is infinite
+    or NaN, the masks ``(nan, +inf, -inf)`` of the outputs IEEE rules decide.
+
+    The warps are the last, contiguous axis, so every numpy call runs over whole rows of
+    warps; K is a Python loop of 16 or 8, and the truncated terms are integers below 2**27,
+    so adding them one k at a time is exact."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        ea, eb = exponents(At, in_fmt), exponents(Bt, in_fmt)       # (K, M, W), (K, N, W)
+        emax = exponents(Ct, c_fmt)                                 # (M, N, W)
+        term = np.empty_like(emax)
+        for k in range(At.shape[0]):
+            np.maximum(emax, np.add(ea[k][:, None, :], eb[k][None, :, :], out=term), out=emax)
+        emax[np.isinf(emax)] = 0.0                                  # all terms zero
+        # scaling by a power of two is exact here (the scaled terms lie within 2**27, and a term
+        # that would underflow truncates to zero either way), so a multiplication does it
+        up = _power_of_two(ALIGN_BITS - emax)                       # (M, N, W)
+        special = not (np.isfinite(At).all() and np.isfinite(Bt).all()
+                       and np.isfinite(Ct).all())
+        flags = None
+        if special:
+            flags = (np.isnan(Ct), Ct == np.inf, Ct == -np.inf)
+            Ct = np.where(np.isfinite(Ct), Ct, 0.0)
+        S = np.trunc(Ct * up)
+        for k in range(At.shape[0]):
+            np.multiply(At[k][:, None, :], Bt[k][None, :, :], out=term)   # exact
+            if special:
+                for flag, hit in zip(flags, (np.isnan(term), term == np.inf, term == -np.inf)):
+                    flag |= hit
+                term[~np.isfinite(term)] = 0.0
+            term *= up
+            np.trunc(term, out=term)
+            S += term
+        S *= _power_of_two(emax - ALIGN_BITS)
+    return S, flags
 
 
 def mma_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str,
             out_fmt: str) -> np.ndarray:
-    """Bits of ``D = A @ B + C`` for batches ``A (W, M, K)``, ``B (W, K, N)``, ``C (W, M, N)``.
+    """Bits of ``D = A @ B + C`` for ``W`` warps, the warps last: ``A (K, M, W)`` (the first
+    operand with k first), ``B (K, N, W)``, ``C (M, N, W)``.
 
     Inputs are exact float64 values of the operands (tf32 already reduced to 19 bits).
-    Returns ``(W, M, N)`` uint32 holding f32 or f16 bit patterns.
+    Returns ``(M, N, W)`` uint32 holding f32 or f16 bit patterns. A batch of more than
+    ``_CHUNK`` warps is summed in pieces, on as many threads as this process may use.
     """
-    if A.shape[0] > _CHUNK:
-        return np.concatenate([mma_sum(A[i:i + _CHUNK], B[i:i + _CHUNK], C[i:i + _CHUNK],
-                                       in_fmt, c_fmt, out_fmt)
-                               for i in range(0, A.shape[0], _CHUNK)])
-    # contiguous operands: the broadcast products below run a quarter faster on them
-    A, C = np.ascontiguousarray(A), np.ascontiguousarray(C)
-    with np.errstate(invalid="ignore", over="ignore"):
-        B = np.ascontiguousarray(B)
-        # (W, M, K, N): K in the middle, so the sums over K add whole rows of N at a time
-        P = A[:, :, :, None] * B[:, None, :, :]                      # exact
-        ea, eb, ce = exponents(A, in_fmt), exponents(B, in_fmt), exponents(C, c_fmt)
-        special = not (np.isfinite(A).all() and np.isfinite(B).all() and np.isfinite(C).all())
-        emax = np.maximum(_largest_exponent_sums(ea, eb), ce)
-        emax = np.where(np.isfinite(emax), emax, 0.0)                # all terms zero
-        shift = (ALIGN_BITS - emax).astype(np.int64)                # scale to the truncation grid
-        if special:
-            finite_p, finite_c = np.isfinite(P), np.isfinite(C)
-            Pf, Cf = np.where(finite_p, P, 0.0), np.where(finite_c, C, 0.0)
-        else:
-            Pf, Cf = P, C
-        # scaling by a power of two is exact here (the scaled terms lie within 2**26, and a
-        # term that would underflow truncates to zero either way), so a multiplication does
-        # what ``np.ldexp`` does, for less
-        up = np.ldexp(1.0, shift)
-        scaled = np.multiply(Pf, up[:, :, None, :], out=P if Pf is P else None)
-        T = np.trunc(scaled, out=scaled).sum(axis=2)
-        S = (T + np.trunc(Cf * up)) * np.ldexp(1.0, -shift)
-        if special:   # IEEE: a NaN or inf*0 gives NaN; +inf and -inf together give NaN
-            nan = np.isnan(P).any(axis=2) | np.isnan(C)
-            pos = (P == np.inf).any(axis=2) | (C == np.inf)
-            neg = (P == -np.inf).any(axis=2) | (C == -np.inf)
-            nan |= pos & neg
+    pieces = [slice(i, i + _CHUNK) for i in range(0, A.shape[-1], _CHUNK)]
+    if len(pieces) == 1:
+        done = [_aligned_sums(A, B, C, in_fmt, c_fmt)]
+    else:
+        done = list(_workers().map(
+            lambda p: _aligned_sums(*(np.ascontiguousarray(x[..., p]) for x in (A, B, C)),
+                                    in_fmt, c_fmt), pieces))
+    S = np.concatenate([s for s, _ in done], axis=-1)               # (M, N, W)
+    special = any(f is not None for _, f in done)
+    if special:   # IEEE: a NaN or inf*0 gives NaN; +inf and -inf together give NaN
+        nan, pos, neg = (np.concatenate([f[i] if f is not None else np.zeros(s.shape, bool)
+                                         for s, f in done], axis=-1)
+                         for i in range(3))
+        nan = nan | (pos & neg)
     if out_fmt == "f32":
         bits = round_f32_toward_zero(S).view(np.uint32)
         inf_bits = (0x7F800000, 0xFF800000)
