@@ -15,13 +15,33 @@ import numpy as np
 
 from .errors import NeedsWarpByWarp
 from .memory import SHARED_START, Spaces
-from .racecheck import access_bytes
-
 _NONE, _MANY = -1, -2
 #: Bytes of one page of an :class:`OrderGuard`'s record.
 PAGE = 4096
 #: A region up to this size gets its whole record at once (16 bytes of record per byte).
 DIRECT_BYTES = 8 << 20
+#: The widest run of bytes an access is taken in (a row of every record).
+UNIT = 16
+
+
+def access_units(who: np.ndarray, off: np.ndarray, nbytes: int
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """An access of ``nbytes`` at each offset as rows of ``unit`` bytes: the largest power of
+    two up to :data:`UNIT` that divides ``nbytes`` and every offset. Returns the index of each
+    row in a record viewed ``(-1, unit)``, whose row it is (one ``who`` per offset), and
+    ``unit``. A record keeps one entry per byte, so a row is exact, not a coarser grain: a
+    16-byte copy costs one index, not sixteen."""
+    off = np.asarray(off, np.int64)
+    unit = UNIT
+    while unit > 1 and (nbytes % unit or (off & (unit - 1)).any()):
+        unit //= 2
+    per = nbytes // unit
+    idx = ((off // unit)[:, None] + np.arange(per)).reshape(-1)
+    return idx, np.repeat(np.asarray(who), per), unit
+
+
+def _padded(nbytes: int) -> int:
+    return -(-max(nbytes, 1) // UNIT) * UNIT
 
 
 class OrderGuard:
@@ -50,12 +70,14 @@ class OrderGuard:
                 new[: cur.size] = cur
         self.writer, self.w_gen, self.reader, self.r_gen = arrays
 
-    def _bytes(self, lanes: np.ndarray, off: np.ndarray, nbytes: int):
-        """Each byte's index into the record, and the warp that touches it."""
-        idx, who = access_bytes(self.lane_warp[lanes], off, nbytes)
+    def _rows(self, lanes: np.ndarray, off: np.ndarray, nbytes: int):
+        """The access as rows of the record (see :func:`access_units`), whose each is, and
+        the row width."""
+        idx, who, unit = access_units(self.lane_warp[lanes], off, nbytes)
         if self.direct:
-            return idx, who
-        page = idx // PAGE
+            return idx, who, unit
+        start = idx * unit                       # a row never crosses a page (PAGE % UNIT == 0)
+        page = start // PAGE
         slot = self.page_slot[page]
         if (slot < 0).any():
             new = np.unique(page[slot < 0])
@@ -64,7 +86,7 @@ class OrderGuard:
             if self.pages * PAGE > self.writer.size:
                 self._grow(max(2 * self.writer.size // PAGE, self.pages))
             slot = self.page_slot[page]
-        return slot * PAGE + idx % PAGE, who
+        return (slot * PAGE + start % PAGE) // unit, who, unit
 
     def _unordered(self, other: np.ndarray, stamp: np.ndarray, who: np.ndarray) -> np.ndarray:
         """Whether an earlier access by ``other`` (at generation ``stamp``) and one by ``who``
@@ -74,40 +96,46 @@ class OrderGuard:
         return (ob != mb) | (stamp == self.generation[mb])
 
     def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx, who = self._bytes(lanes, off, nbytes)
-        w = self.writer[idx]
-        clash = (w >= 0) & (w != who)
-        if clash.any() and self._unordered(w[clash], self.w_gen[idx[clash]], who[clash]).any():
+        idx, who, u = self._rows(lanes, off, nbytes)
+        writer, w_gen, reader, r_gen = (a.reshape(-1, u) for a in
+                                        (self.writer, self.w_gen, self.reader, self.r_gen))
+        whom = np.broadcast_to(who[:, None], (who.size, u))
+        w = writer[idx]
+        clash = (w >= 0) & (w != whom)
+        if clash.any() and self._unordered(w[clash], w_gen[idx][clash], whom[clash]).any():
             raise NeedsWarpByWarp("a read of a byte another warp wrote, unordered")
-        r = self.reader[idx]
-        stamp = self.generation[self.warp_block[who]]
-        fresh = (r == _NONE) | (r == who) | (self.r_gen[idx] != stamp)
+        r = reader[idx]
+        stamp = self.generation[self.warp_block[who]][:, None]
+        fresh = (r == _NONE) | (r == whom) | (r_gen[idx] != stamp)
         # one reader stays named; a second one in the same interval makes it "many"
-        self.reader[idx] = np.where(fresh, who, _MANY)
-        self.r_gen[idx] = stamp
+        reader[idx] = np.where(fresh, whom, _MANY)
+        r_gen[idx] = stamp
 
     def write(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx, who = self._bytes(lanes, off, nbytes)
-        if idx.size > nbytes:
+        idx, who, u = self._rows(lanes, off, nbytes)
+        if idx.size > nbytes // u:
             order = np.argsort(idx, kind="stable")
             si, sw = idx[order], who[order]
             if ((si[1:] == si[:-1]) & (sw[1:] != sw[:-1])).any():
                 raise NeedsWarpByWarp("two warps write one byte in the same instruction")
-        w = self.writer[idx]
-        clash = (w >= 0) & (w != who)
-        if clash.any() and self._unordered(w[clash], self.w_gen[idx[clash]], who[clash]).any():
+        writer, w_gen, reader, r_gen = (a.reshape(-1, u) for a in
+                                        (self.writer, self.w_gen, self.reader, self.r_gen))
+        whom = np.broadcast_to(who[:, None], (who.size, u))
+        w = writer[idx]
+        clash = (w >= 0) & (w != whom)
+        if clash.any() and self._unordered(w[clash], w_gen[idx][clash], whom[clash]).any():
             raise NeedsWarpByWarp("a write of a byte another warp wrote, unordered")
-        r = self.reader[idx]
-        seen = (r != _NONE) & (r != who)
+        r = reader[idx]
+        seen = (r != _NONE) & (r != whom)
         if seen.any():
             many = r[seen] == _MANY
-            stamp = self.r_gen[idx[seen]]
-            mine = self.generation[self.warp_block[who[seen]]]
+            stamp = r_gen[idx][seen]
+            mine = self.generation[self.warp_block[whom[seen]]]
             if (many & (stamp == mine)).any() or \
-                    self._unordered(r[seen][~many], stamp[~many], who[seen][~many]).any():
+                    self._unordered(r[seen][~many], stamp[~many], whom[seen][~many]).any():
                 raise NeedsWarpByWarp("a write of a byte another warp read, unordered")
-        self.writer[idx] = who
-        self.w_gen[idx] = self.generation[self.warp_block[who]]
+        writer[idx] = whom
+        w_gen[idx] = self.generation[self.warp_block[who]][:, None]
 
 
 class IntervalGuard:
@@ -118,23 +146,23 @@ class IntervalGuard:
     wrote is caught as it happens."""
 
     def __init__(self, nbytes: int, lane_warp: np.ndarray, *, uninitialized_reads: bool):
-        self.written = np.zeros(nbytes, dtype=bool)       # ever, by any thread
-        self.owner = np.full(nbytes, _NONE, np.int32)      # scratch of :meth:`check`
+        self.written = np.zeros(_padded(nbytes), dtype=bool)       # ever, by any thread
+        self.owner = np.full(_padded(nbytes), _NONE, np.int32)      # scratch of :meth:`check`
         self.lane_warp = lane_warp
         self.uninitialized_reads = uninitialized_reads
         self.reads: list = []
         self.writes: list = []
 
     def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx, who = access_bytes(self.lane_warp[lanes], off, nbytes)
-        if self.uninitialized_reads and not self.written[idx].all():
+        idx, who, u = access_units(self.lane_warp[lanes], off, nbytes)
+        if self.uninitialized_reads and not self.written.reshape(-1, u)[idx].all():
             raise NeedsWarpByWarp("a read of shared memory no thread of the block wrote")
-        self.reads.append((idx, who))
+        self.reads.append((idx, who, u))
 
     def write(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx, who = access_bytes(self.lane_warp[lanes], off, nbytes)
-        self.written[idx] = True
-        self.writes.append((idx, who))
+        idx, who, u = access_units(self.lane_warp[lanes], off, nbytes)
+        self.written.reshape(-1, u)[idx] = True
+        self.writes.append((idx, who, u))
 
     def check(self) -> None:
         """Check the noted interval and start a new one."""
@@ -142,19 +170,20 @@ class IntervalGuard:
         self.writes, self.reads = [], []
         if not writes:
             return
-        widx = np.concatenate([i for i, _ in writes])
-        wwho = np.concatenate([w for _, w in writes])
-        self.owner[widx] = wwho                   # one writer per byte stays
+        for idx, who, u in writes:                # one writer per byte stays
+            self.owner.reshape(-1, u)[idx] = who[:, None]
         try:
-            if (self.owner[widx] != wwho).any():
-                raise NeedsWarpByWarp("two warps write one byte of shared memory, unordered")
-            for idx, who in reads:
-                got = self.owner[idx]
-                if ((got >= 0) & (got != who)).any():
+            for idx, who, u in writes:
+                if (self.owner.reshape(-1, u)[idx] != who[:, None]).any():
+                    raise NeedsWarpByWarp("two warps write one byte of shared memory, unordered")
+            for idx, who, u in reads:
+                got = self.owner.reshape(-1, u)[idx]
+                if ((got >= 0) & (got != who[:, None])).any():
                     raise NeedsWarpByWarp("a warp reads shared memory another warp writes, "
                                           "unordered")
         finally:
-            self.owner[widx] = _NONE
+            for idx, _, u in writes:
+                self.owner.reshape(-1, u)[idx] = _NONE
 
     def barrier(self, all_blocks: bool) -> None:
         """A barrier opened. Only when it opened for every block is the interval closed for
