@@ -12,6 +12,8 @@ the launches themselves:
 * the capstone's learner GEMM (``bench.learner_gemm.course_solution()``) at each size, and that
   the two engines give the same bits;
 * every course kernel check (each exercise's visible and hidden launches), by exercise;
+* a learner's check of every course kernel exercise end to end: the import and first check
+  of a new notebook, the same check again, an edited kernel, and the grader's judgement;
 * every test program of ``ptxlab run`` on the CPU model, end to end (build included).
 
 Writes ``BENCH.md`` and ``bench.json`` under ``--out``.
@@ -24,6 +26,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -107,10 +110,18 @@ print(json.dumps({"seconds": best, "c": out.tobytes().hex()}))
 """
 
 
+_COMPILED: set[Path] = set()
+
+
 def _in_tree(tree: Path | None, code: str, *args: str) -> dict:
-    """Run ``code`` in a child whose ``ptxlab`` is the one in ``tree`` (else this one)."""
-    env = dict(os.environ)
+    """Run ``code`` in a child whose ``ptxlab`` is the one in ``tree`` (else this one), its
+    bytecode compiled beforehand and written as a learner's Python writes it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tree or ROOT)
+    if (tree or ROOT) not in _COMPILED:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str((tree or ROOT) / "ptxlab")],
+                       capture_output=True, env=env)
+        _COMPILED.add(tree or ROOT)
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env=env, cwd=tree or ROOT)
     if done.returncode:
@@ -168,8 +179,24 @@ def course_rows(reps: int) -> list[dict]:
     return rows
 
 
+#: A learner's notebook, from its first cell: import the exercise's module, check a kernel.
+_COLD_CHILD = r"""
+import importlib, io, contextlib, json, sys, time
+t = time.perf_counter()
+exercise = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])
+src = open(sys.argv[3]).read()
+imported = time.perf_counter() - t
+with contextlib.redirect_stdout(io.StringIO()):
+    t = time.perf_counter()
+    exercise.check(src)
+print(json.dumps({"import": imported, "cold": time.perf_counter() - t}))
+"""
+
+#: The same in a process whose launches are timed: the first check (imports done), the same
+#: check again, the learner's edit (a source the PTX cache has not seen: NVRTC compiles it),
+#: and the grader's judgement with the hidden runs.
 _CHECK_CHILD = r"""
-import io, contextlib, json, sys, time
+import importlib, io, contextlib, json, sys, time
 from ptxlab.run.ptx import interpreter
 model = {"s": 0.0}
 run = interpreter.Launch.run
@@ -180,42 +207,63 @@ def timed(self):
     finally:
         model["s"] += time.perf_counter() - t
 interpreter.Launch.run = timed
-from ptxlab.authoring.course_cases import solution_cells
-cell = [c for c in solution_cells() if c.exercise.key == sys.argv[1]][0]
-src = cell.kernel_source()
+exercise = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])
+src = open(sys.argv[3]).read()
+edited = src + "\n// edited %d\n" % time.time_ns()
 out = {}
 with contextlib.redirect_stdout(io.StringIO()):
-    for label in ("first", "again"):
+    for label, text, call in (("first", src, exercise.check), ("again", src, exercise.check),
+                              ("edited", edited, exercise.check),
+                              ("judged", src, lambda s: exercise.evaluate(s, hidden=True))):
         model["s"] = 0.0
         t = time.perf_counter()
-        cell.exercise.check(src)
+        call(text)
         out[label] = time.perf_counter() - t
         out[label + "_model"] = model["s"]
-    model["s"] = 0.0
-    t = time.perf_counter()
-    cell.exercise.evaluate(src, hidden=True)
-    out["judged"] = time.perf_counter() - t
-    out["judged_model"] = model["s"]
 print(json.dumps(out))
 """
 
 
-def check_rows(baseline: Path | None = None) -> list[dict]:
-    """A learner's check of every course kernel exercise, as a notebook runs it: the first
-    check in a fresh process (the PTX cache on disk warm), the same check again, and the
-    grader's judgement with the hidden runs; each with the time the CPU model took in it (and
-    the same with the code of ``baseline``, run first so both find the PTX cache warm)."""
+def _exercise_module(exercise) -> tuple[str, str]:
+    """The module and name a notebook imports ``exercise`` by."""
+    import importlib
+    import pkgutil
+
+    import ptxlab.teach.exercises as package
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if value is exercise:
+                return module.__name__, name
+    raise LookupError(f"no exercise module holds {exercise.key}")
+
+
+def check_rows(baseline: Path | None, scratch: Path) -> list[dict]:
+    """A learner's check of every course kernel exercise, as a notebook runs it (the PTX cache
+    on disk warm, bytecode compiled): the module's import and the first check in a new process;
+    then, with the CPU model's part timed, the first check again in a new process, the same
+    check again, an edited kernel (compiled afresh) and the grader's judgement. The code of
+    ``baseline`` runs each first, so both find the PTX cache warm."""
     from ptxlab.authoring.course_cases import solution_kernels
     rows = []
-    for notebook, exercise, _ in solution_kernels():
-        was = {} if baseline is None else _in_tree(baseline, _CHECK_CHILD, exercise.key)
-        row = {"notebook": notebook, "check": exercise.key,
-               **_in_tree(None, _CHECK_CHILD, exercise.key),
-               **{f"baseline_{k}": v for k, v in was.items()}}
+    for notebook, exercise, src in solution_kernels():
+        module, name = _exercise_module(exercise)
+        source = scratch / f"{exercise.key}.cu"
+        source.write_text(src)
+        args = (module, name, str(source))
+        row = {"notebook": notebook, "check": exercise.key}
+        for tree, prefix in ((baseline, "baseline_"), (None, "")):
+            if tree is None and prefix:
+                continue
+            _in_tree(tree, _COLD_CHILD, *args)                   # the PTX cache warm
+            got = {**_in_tree(tree, _COLD_CHILD, *args), **_in_tree(tree, _CHECK_CHILD, *args)}
+            row.update({prefix + k: v for k, v in got.items()})
         rows.append(row)
-        print(f"check {exercise.key:36s} first {row['first']:.3f} s (model "
-              f"{row['first_model']:.3f}), again {row['again']:.3f} s (model "
-              f"{row['again_model']:.3f}), judged {row['judged']:.3f} s", flush=True)
+        print(f"check {exercise.key:36s} import {row['import']:.3f} s, cold {row['cold']:.3f} s, "
+              f"first {row['first']:.3f} s (model {row['first_model']:.3f}), again "
+              f"{row['again']:.3f} s, edited {row['edited']:.3f} s, judged {row['judged']:.3f} s"
+              + (f"; before: cold {row['baseline_cold']:.3f} s, edited "
+                 f"{row['baseline_edited']:.3f} s" if baseline else ""), flush=True)
     return rows
 
 
@@ -227,27 +275,59 @@ def _head(columns: list[tuple[str, str]], more: list[tuple[str, str]]) -> list[s
 
 
 def _check_lines(checks: list[dict]) -> list[str]:
-    base = "baseline_first" in checks[0]
+    base = "baseline_cold" in checks[0]
     lines = ["", "## A learner's check, end to end, and the model's part of it", "",
-             "Each course kernel exercise's `check` of its solution as a notebook runs it: the "
-             "first in a new process (imports done, the PTX cache on disk warm), then again; and "
-             "the grader's judgement of it with the hidden runs (what `ptxlab grade` does per "
-             "submission). *model* is the time inside the CPU model's launches."
-             + (" *before*: the same with the baseline's code, in the same run." if base else ""),
-             ""]
-    lines += _head([("check", "---"), ("first", "---:"), ("model", "---:"), ("again", "---:"),
-                    ("model", "---:"), ("judged", "---:"), ("model", "---:")],
-                   [("first before", "---:"), ("again before", "---:"),
-                    ("first: speed-up", "---:")] if base else [])
+             "Each course kernel exercise's `check` of its solution as a notebook runs it, the "
+             "PTX cache on disk warm and bytecode compiled. *import*: the notebook's import of "
+             "the exercise's module; *cold*: the first check after it, in a new process. Then, "
+             "in another new process with the CPU model's launches timed (*model*): the first "
+             "check, the same check *again*, an *edited* kernel (a source the PTX cache has not "
+             "seen, so NVRTC compiles it), and the grader's judgement with the hidden runs "
+             "(*judged*, what `ptxlab grade` does per submission)."
+             + (" *before*: the same with the baseline's code, in the same run; a speed-up is "
+                "before over now." if base else ""), ""]
+    lines += _head([("check", "---"), ("import", "---:"), ("cold", "---:"), ("first", "---:"),
+                    ("model", "---:"), ("again", "---:"), ("edited", "---:"),
+                    ("judged", "---:"), ("model", "---:")],
+                   [("cold before", "---:"), ("again before", "---:"),
+                    ("edited before", "---:"), ("judged before", "---:"),
+                    ("cold", "---:"), ("again", "---:"), ("edited", "---:"),
+                    ("judged", "---:")] if base else [])
     for r in checks:
-        line = (f"| {r['notebook']}:{r['check']} | {r['first']:.3f} s | "
-                f"{r['first_model']:.3f} s | {r['again']:.3f} s | {r['again_model']:.3f} s "
-                f"| {r['judged']:.3f} s | {r['judged_model']:.3f} s |")
+        line = (f"| {r['notebook']}:{r['check']} | {r['import']:.3f} s | {r['cold']:.3f} s | "
+                f"{r['first']:.3f} s | {r['first_model']:.3f} s | {r['again']:.3f} s | "
+                f"{r['edited']:.3f} s | {r['judged']:.3f} s | {r['judged_model']:.3f} s |")
         if base:
-            line += (f" {r['baseline_first']:.3f} s | {r['baseline_again']:.3f} s | "
-                     f"{r['baseline_first'] / r['first']:.1f}x |")
+            line += "".join(f" {r['baseline_' + k]:.3f} s |"
+                            for k in ("cold", "again", "edited", "judged"))
+            line += "".join(f" {r['baseline_' + k] / r[k]:.1f}x |"
+                            for k in ("cold", "again", "edited", "judged"))
         lines.append(line)
     return lines
+
+
+def target_lines(gemm: list[dict], checks: list[dict]) -> list[str]:
+    """The issue's targets as this run measured them."""
+    lines = ["## Against the targets", ""]
+    by_size = {r["size"]: r for r in gemm}
+    if 256 in by_size and "baseline" in by_size[256]:
+        r = by_size[256]
+        x = r["baseline"] / r["vector"]
+        lines.append(f"- The 256³ learner GEMM: {r['baseline']:.3f} s before, {r['vector']:.3f} s "
+                     f"now, **{x:.1f}x** (target 20x: {'met' if x >= 20 else 'not met'}).")
+    if 512 in by_size:
+        t = by_size[512]["vector"]
+        lines.append(f"- The 512³ learner GEMM: **{t:.2f} s** (target under 5 s: "
+                     f"{'met' if t < 5 else 'not met'}).")
+    if checks and "baseline_cold" in checks[0]:
+        for key, what in (("cold", "a notebook's first check"), ("edited", "an edited kernel"),
+                          ("again", "the same check again"),
+                          ("judged", "the grader's judgement")):
+            xs = [r["baseline_" + key] / r[key] for r in checks]
+            lines.append(f"- One-warp and course checks, {what}: {min(xs):.1f}x to "
+                         f"{max(xs):.1f}x faster (median {float(np.median(xs)):.1f}x; "
+                         "target 3x).")
+    return lines + [""]
 
 
 def program_rows() -> list[dict]:
@@ -286,7 +366,7 @@ def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: d
              "minimum of the repetitions (one for a 512³ GEMM warp by warp), program decoded "
              "beforehand."
              + (f" Baseline: the code of {meta['baseline']}, run in the same run." if base else ""),
-             "", "## The capstone's learner GEMM", ""]
+             ""] + target_lines(gemm, list(checks)) + ["## The capstone's learner GEMM", ""]
     lines += _head([("size", "---:"), ("mma.sync", "---:"), ("warp by warp", "---:"),
                     ("vector", "---:"), ("speed-up", "---:"), ("same bits", ":---:"),
                     ("vector ran as", "---")],
@@ -343,7 +423,8 @@ def main() -> None:
             baseline_gemm(gemm, ns.baseline, ns.reps)
             meta["baseline"] = _describe_tree(ns.baseline)
         course = course_rows(ns.reps)
-    checks = check_rows(ns.baseline)
+    with tempfile.TemporaryDirectory(prefix="ptxlab-bench-") as scratch:
+        checks = check_rows(ns.baseline, Path(scratch))
     programs = [] if ns.no_programs else program_rows()
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "bench.json").write_text(json.dumps({"meta": meta, "gemm": gemm, "course": course,

@@ -68,6 +68,8 @@ def round_f32_toward_zero(x: np.ndarray) -> np.ndarray:
 
 #: Warps per piece of :func:`mma_sum`'s work: each ``(M, N, warps)`` temporary stays cache-sized.
 _CHUNK = 256
+#: Up to this many warps, all K terms go into one numpy call (few calls matter more than cache).
+_WHOLE_K_WARPS = 16
 _pools: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -93,14 +95,17 @@ def _aligned_sums(At: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, in_fmt: str,
     or NaN, the masks ``(nan, +inf, -inf)`` of the outputs IEEE rules decide.
 
     The warps are the last, contiguous axis, so every numpy call runs over whole rows of
-    warps; K is a Python loop of 16 or 8, and the truncated terms are integers below 2**27,
-    so adding them one k at a time is exact."""
+    warps. For many warps, K is a Python loop of 16 or 8 over cache-sized ``(M, N, W)``
+    arrays; for a few, all K go into one call. The truncated terms are integers below 2**27,
+    so adding them in any order is exact."""
     with np.errstate(invalid="ignore", over="ignore"):
         ea, eb = exponents(At, in_fmt), exponents(Bt, in_fmt)       # (K, M, W), (K, N, W)
         emax = exponents(Ct, c_fmt)                                 # (M, N, W)
-        term = np.empty_like(emax)
-        for k in range(At.shape[0]):
-            np.maximum(emax, np.add(ea[k][:, None, :], eb[k][None, :, :], out=term), out=emax)
+        K = At.shape[0]
+        kb = K if At.shape[-1] <= _WHOLE_K_WARPS else 1       # k terms per numpy call
+        for k in range(0, K, kb):
+            np.maximum(emax, (ea[k:k + kb, :, None, :] + eb[k:k + kb, None, :, :]).max(axis=0),
+                       out=emax)
         emax[np.isinf(emax)] = 0.0                                  # all terms zero
         # scaling by a power of two is exact here (the scaled terms lie within 2**27, and a term
         # that would underflow truncates to zero either way), so a multiplication does it
@@ -112,15 +117,14 @@ def _aligned_sums(At: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, in_fmt: str,
             flags = (np.isnan(Ct), Ct == np.inf, Ct == -np.inf)
             Ct = np.where(np.isfinite(Ct), Ct, 0.0)
         S = np.trunc(Ct * up)
-        for k in range(At.shape[0]):
-            np.multiply(At[k][:, None, :], Bt[k][None, :, :], out=term)   # exact
+        for k in range(0, K, kb):
+            terms = At[k:k + kb, :, None, :] * Bt[k:k + kb, None, :, :]   # exact
             if special:
-                for flag, hit in zip(flags, (np.isnan(term), term == np.inf, term == -np.inf)):
-                    flag |= hit
-                term[~np.isfinite(term)] = 0.0
-            term *= up
-            np.trunc(term, out=term)
-            S += term
+                for flag, hit in zip(flags, (np.isnan(terms), terms == np.inf, terms == -np.inf)):
+                    flag |= hit.any(axis=0)
+                terms[~np.isfinite(terms)] = 0.0
+            terms *= up
+            S += np.trunc(terms, out=terms).sum(axis=0)
         S *= _power_of_two(emax - ALIGN_BITS)
     return S, flags
 
