@@ -63,7 +63,8 @@ class LaneDiff:
 #: What a teacher reads for each kind of failure a launch can end in.
 _FAILURE_NAMES = {
     "compile": "a kernel that does not compile",
-    "race": "a race between warps in shared memory (a barrier missing)",
+    "race": "a race between warps in shared memory (a byte one warp writes and another "
+            "touches, no barrier between)",
     "barrier": "a barrier reached by only part of the block",
     "hang": "a kernel that never finishes",
     "undefined": "two lanes of one stmatrix naming the same row",

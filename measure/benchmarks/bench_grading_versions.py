@@ -1,0 +1,225 @@
+"""``ptxlab grade`` on the CPU path, the code now against the code of another checkout, and the
+CPU model's share of the grading.
+
+Usage: python measure/benchmarks/bench_grading_versions.py --baseline TREE
+           [--class 02_ldmatrix:100 --class 06_mma:40] [--rounds 2] [--workers K]
+           [--profile] [--out reports/grading]
+
+For each class (a course assignment and a number of submissions: solutions, blanks and, for
+``02_ldmatrix``, the usual wrong answers), the same submissions are graded ``--rounds`` times by
+each code, the two alternating (now, before, before, now, ...) so a slow spell of a shared
+machine falls on both. Each grading is a fresh course root; ``PYTHONPATH`` names the checkout
+whose ``ptxlab`` every process of it imports (the grader, its workers, the sandboxed kernels
+and the launch services). Recorded: wall time, the CPU time of the grading's processes, and
+that both codes gave every student the same score.
+
+``--profile`` grades each class once more with the code now under ``py-spy record
+--subprocesses`` and counts the samples (CPU time of every process) whose stack is inside the
+CPU model (``ptxlab/run/ptx``, ``ptxlab/model``): the model's share of grading.
+
+Writes ``VERSIONS.md`` and ``versions.json`` under ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_grading import (COURSE_MIX, REPO, _course_notebook, clean_env, cpu_model,  # noqa: E402
+                           fixture_course, load_average, scores, write_config)
+
+#: Every other assignment's class: (kind, how many in every 10 students).
+PLAIN_MIX = [("solution", 8), ("blank", 2)]
+#: Frames of the CPU model in a py-spy stack.
+MODEL_FRAME = re.compile(r"ptxlab/(run/ptx|model)/")
+
+
+def build_class(assignment: str, n: int, base: Path, env: dict[str, str]) -> tuple[Path, dict]:
+    """A course root with ``assignment`` generated and ``n`` submissions of it; the mix."""
+    root = base / f"{assignment}-template"
+    (root / "source").mkdir(parents=True)
+    shutil.copytree(REPO / "course" / "source" / assignment, root / "source" / assignment)
+    write_config(root)
+    done = fixture_course.nbgrader(["generate_assignment", assignment], root, env)
+    if done.returncode:
+        raise SystemExit(f"nbgrader generate_assignment failed:\n{done.stderr[-3000:]}")
+    notebook = f"{assignment}.ipynb"
+    released = json.loads((root / "release" / assignment / notebook).read_text())
+    source = json.loads((root / "source" / assignment / notebook).read_text())
+    solved = fixture_course.answered(released, source)
+    mix = COURSE_MIX if assignment == "02_ldmatrix" else PLAIN_MIX
+    cycle = [kind for kind, weight in mix for _ in range(weight)]
+    roster = [(f"s{i:03d}", cycle[(i * 7) % len(cycle)]) for i in range(n)]
+    for student, kind in roster:
+        folder = root / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        nb = (_course_notebook(kind, released, solved) if mix is COURSE_MIX
+              else json.loads(json.dumps(released if kind == "blank" else solved)))
+        (folder / notebook).write_text(json.dumps(nb))
+        (folder / "timestamp.txt").write_text("2026-11-23 09:00:00.000000 UTC")
+    return root, {k: sum(kind == k for _, kind in roster) for k, _ in mix}
+
+
+def _grade_command(assignment: str, workers: int) -> list[str]:
+    return [sys.executable, "-m", "ptxlab.cli", "grade", assignment, "--quiet",
+            "--workers", str(workers)]
+
+
+def grade_once(template: Path, dest: Path, assignment: str, tree: Path, workers: int,
+               env: dict[str, str]) -> dict:
+    """Grade a fresh copy of ``template`` with the ``ptxlab`` of ``tree``."""
+    shutil.copytree(template, dest)
+    write_config(dest)
+    env = dict(env, PYTHONPATH=str(tree))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.monotonic()
+    done = subprocess.run(_grade_command(assignment, workers), cwd=dest, env=env,
+                          capture_output=True, text=True)
+    wall = time.monotonic() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"grading with {tree} failed ({done.returncode}):\n"
+                         f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "scores": scores(dest, assignment)}
+
+
+def model_share(template: Path, dest: Path, assignment: str, workers: int, tree: Path,
+                env: dict[str, str]) -> dict:
+    """Grade once under py-spy; the samples inside the CPU model against all samples."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise SystemExit("--profile needs py-spy (python -m pip install py-spy)")
+    shutil.copytree(template, dest)
+    write_config(dest)
+    raw = dest.parent / f"{dest.name}.spy.txt"
+    done = subprocess.run([spy, "record", "--subprocesses", "--format", "raw", "--rate", "100",
+                           "--output", str(raw), "--", *_grade_command(assignment, workers)],
+                          cwd=dest, env=dict(env, PYTHONPATH=str(tree)), capture_output=True,
+                          text=True)
+    if done.returncode:
+        raise SystemExit(f"py-spy failed ({done.returncode}): {done.stderr[-2000:]}")
+    by_kind: Counter[str] = Counter()
+    total = model = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        total += int(count)
+        if MODEL_FRAME.search(stack):
+            model += int(count)
+            by_kind[stack.split(";", 1)[0][:80]] += int(count)
+    return {"samples": total, "model_samples": model,
+            "share": round(model / total, 4) if total else None,
+            "model_by_process": dict(by_kind.most_common(5))}
+
+
+def markdown(result: dict) -> str:
+    m = result["meta"]
+    lines = [f"# `ptxlab grade` on the CPU path: the code now and before ({m['date']})", "",
+             f"Machine: {m['machine']}. Command: `{m['command']}`. Before: the code of "
+             f"{m['baseline']}. Each class is graded {m['rounds']} times by each code, the two "
+             "alternating; *CPU* is the CPU time of every process of the grading (the grader, "
+             "its workers, the sandboxed notebook kernels, the launch services).", ""]
+    for c in result["classes"]:
+        lines += [f"## {c['assignment']}, {c['submissions']} submissions", "",
+                  "Class: " + ", ".join(f"{v} {k}" for k, v in c["mix"].items()) + ".", "",
+                  "| round | code | wall | per submission | CPU |",
+                  "| ---: | --- | ---: | ---: | ---: |"]
+        for r in c["runs"]:
+            lines.append(f"| {r['round']} | {r['code']} | {r['wall_s']:.1f} s | "
+                         f"{r['wall_s'] / c['submissions']:.3f} s | {r['cpu_s']:.1f} s |")
+        for key, name in (("wall_s", "wall"), ("cpu_s", "CPU")):
+            now = min(r[key] for r in c["runs"] if r["code"] == "now")
+            was = min(r[key] for r in c["runs"] if r["code"] == "before")
+            lines.append("")
+            lines.append(f"- Best {name}: before {was:.1f} s, now {now:.1f} s: "
+                         f"**{(was - now) / was:+.1%}** faster now.")
+        lines.append(f"- Every student the same score under both codes: "
+                     f"**{'yes' if c['scores_agree'] else 'NO'}**"
+                     + ("" if c["scores_agree"] else f" ({c['score_differences']})") + ".")
+        if c.get("model"):
+            s = c["model"]
+            lines.append(f"- The CPU model's share of grading (py-spy, every process, code now): "
+                         f"{s['model_samples']} of {s['samples']} samples, "
+                         f"**{s['share']:.2%}**.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--baseline", type=Path, required=True,
+                    help="a checkout of the code before (e.g. a git worktree of an older commit)")
+    ap.add_argument("--class", dest="classes", action="append", default=None,
+                    help="ASSIGNMENT:N, a class to grade (default 02_ldmatrix:100 and 06_mma:40)")
+    ap.add_argument("--now", type=Path, default=REPO,
+                    help="the checkout of the code now (default this one; a worktree of it keeps "
+                         "edits made while the benchmark runs out of the measurement)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0))))
+    ap.add_argument("--profile", action="store_true",
+                    help="also grade under py-spy and report the CPU model's share")
+    ap.add_argument("--out", type=Path, default=REPO / "reports" / "grading")
+    ns = ap.parse_args(argv)
+    classes = [(a, int(n)) for a, n in (c.split(":") for c in
+                                        (ns.classes or ["02_ldmatrix:100", "06_mma:40"]))]
+    env = clean_env()
+    baseline = ns.baseline.resolve()
+    described = subprocess.run(["git", "-C", str(baseline), "log", "-1", "--format=%h %cs"],
+                               capture_output=True, text=True).stdout.strip()
+    result = {"meta": {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores ({cpu_model()})",
+        "command": "python measure/benchmarks/bench_grading_versions.py "
+                   + " ".join(argv if argv is not None else sys.argv[1:]),
+        "baseline": f"{baseline} ({described or 'not a git checkout'})",
+        "now": str(ns.now.resolve()),
+        "rounds": ns.rounds, "workers": ns.workers, "load_before": load_average()},
+        "classes": []}
+    with tempfile.TemporaryDirectory(prefix="ptxlab-grading-versions-") as scratch:
+        base = Path(scratch)
+        for assignment, n in classes:
+            template, mix = build_class(assignment, n, base, env)
+            runs, seen = [], {}
+            for rnd in range(ns.rounds):
+                order = [("now", ns.now.resolve()), ("before", baseline)]
+                for code, tree in (order if rnd % 2 == 0 else order[::-1]):
+                    got = grade_once(template, base / f"{assignment}-{code}-{rnd}", assignment,
+                                     tree, ns.workers, env)
+                    seen[code] = got.pop("scores")
+                    runs.append({"round": rnd + 1, "code": code, **got})
+                    print(f"{assignment} x{n} round {rnd + 1} {code:6s} wall {got['wall_s']:6.1f} s"
+                          f"  cpu {got['cpu_s']:6.1f} s", flush=True)
+            differ = {s: (seen["before"].get(s), seen["now"].get(s))
+                      for s in sorted(set(seen["before"]) | set(seen["now"]))
+                      if seen["before"].get(s) != seen["now"].get(s)}
+            entry = {"assignment": assignment, "submissions": n, "mix": mix, "runs": runs,
+                     "scores_agree": not differ, "score_differences": differ}
+            if ns.profile:
+                entry["model"] = model_share(template, base / f"{assignment}-profile",
+                                             assignment, ns.workers, ns.now.resolve(), env)
+                print(f"{assignment} model share {entry['model']['share']}", flush=True)
+            result["classes"].append(entry)
+    result["meta"]["load_after"] = load_average()
+    ns.out.mkdir(parents=True, exist_ok=True)
+    (ns.out / "versions.json").write_text(json.dumps(result, indent=1) + "\n")
+    (ns.out / "VERSIONS.md").write_text(markdown(result))
+    print(f"wrote {ns.out / 'VERSIONS.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
