@@ -20,7 +20,6 @@ NaN); a result that rounds to zero is ``+0``.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -70,12 +69,14 @@ def round_f32_toward_zero(x: np.ndarray) -> np.ndarray:
 _CHUNK = 256
 #: Up to this many warps, all K terms go into one numpy call (few calls matter more than cache).
 _WHOLE_K_WARPS = 16
-_pools: dict[int, ThreadPoolExecutor] = {}
+_pools: dict = {}
 
 
-def _workers() -> ThreadPoolExecutor:
+def _workers():
     """Threads for the pieces of a large batch (numpy lets go of the GIL in its loops); one
-    pool per process, as a pool does not survive a fork."""
+    pool per process, as a pool does not survive a fork. (Imported here: a one-warp check in
+    a new process never needs it.)"""
+    from concurrent.futures import ThreadPoolExecutor
     pid = os.getpid()
     if pid not in _pools:
         _pools.clear()

@@ -30,6 +30,7 @@ import ctypes.util
 import functools
 import glob
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -178,6 +179,55 @@ def _candidates():
         yield from group()
 
 
+#: NVRTC libraries that loaded here before: path -> (size, mtime_ns, version), in the cache.
+_LOADED_FILE = "nvrtc_loaded.json"
+
+
+def _library_stamp(path: Path) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _remember_loaded(compiler: Compiler) -> None:
+    """Note that ``compiler``'s library loaded, so a later process can name it unloaded."""
+    path = cache_dir() / _LOADED_FILE
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    stamp = _library_stamp(Path(compiler.path))
+    if not isinstance(known, dict) or stamp is None:
+        return
+    if known.get(compiler.path) != [*stamp, compiler.version]:
+        known[compiler.path] = [*stamp, compiler.version]
+        _write_cache(path, json.dumps(known))
+
+
+def named_compiler() -> Compiler:
+    """The compiler :func:`find_compiler` would load, named without loading it where that is
+    known: the first NVRTC library on the search, when this cache saw it load before with the
+    same size and time (its version as it then reported). A cached PTX needs only the name;
+    loading NVRTC is most of what a first check in a new process spends before its kernel
+    runs. Otherwise (and whenever a compile is needed) :func:`find_compiler`."""
+    if _COMPILER is not None:
+        return _COMPILER
+    first = next(iter(_candidates()), None)
+    if first is not None:
+        try:
+            known = json.loads((cache_dir() / _LOADED_FILE).read_text())
+        except (OSError, ValueError):
+            known = {}
+        entry = known.get(str(first)) if isinstance(known, dict) else None
+        stamp = _library_stamp(first)
+        if (isinstance(entry, list) and len(entry) == 3 and stamp is not None
+                and entry[:2] == stamp and isinstance(entry[2], str)):
+            return Compiler("nvrtc", str(first), entry[2])
+    return find_compiler()
+
+
 def find_compiler() -> Compiler:
     """The compiler this machine will use (cached); raises :class:`CompilerNotFound`."""
     global _COMPILER
@@ -192,6 +242,7 @@ def find_compiler() -> Compiler:
             seen.add(str(cand))
             try:
                 _COMPILER = _load_nvrtc(cand)
+                _remember_loaded(_COMPILER)
                 return _COMPILER
             except (OSError, AttributeError) as exc:
                 problems.append(f"{cand}: {exc}")
@@ -289,9 +340,20 @@ def _header_paths(top: str):
 
 @functools.lru_cache(maxsize=None)
 def _toolkit_signature(folder: str) -> str:
-    """A CUDA toolkit's header folder does not change while a process runs: its signature (two
-    thousand headers, most of a cache hit's cost) is taken once per process."""
-    return _folder_signature(Path(folder))
+    """A CUDA toolkit's header folder changes only when a toolkit or wheel is installed,
+    upgraded or removed, and that adds, removes or replaces files, which changes the folders
+    holding them: so its signature is every folder's names, modification time and inode (a
+    hundred or so folders, where the headers are two thousand files to stat), taken once per
+    process."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        try:
+            st = os.stat(root)
+        except OSError:
+            continue
+        h.update(f"{root}:{st.st_mtime_ns}:{st.st_ino}:{sorted(files)};".encode())
+    return h.hexdigest()
 
 
 def _include_signature(options: tuple[str, ...]) -> str:
@@ -448,17 +510,31 @@ def compile_with_lowered_names(source: str, options: tuple[str, ...] = (),
 def _compile_cached(source: str, options: tuple[str, ...], name: str, line_info: bool,
                     use_cache: bool, name_expressions: tuple[str, ...],
                     fallback_includes: tuple[str, ...]) -> str:
-    compiler = find_compiler()
-    fallback = fallback_includes if compiler.kind == "nvrtc" else ()
-    opts = _full_options(options, line_info, fallback)
-    key = cache_key(source, opts, name, compiler, name_expressions, fallback)
-    if use_cache:
+    def keyed(compiler: Compiler):
+        fallback = fallback_includes if compiler.kind == "nvrtc" else ()
+        opts = _full_options(options, line_info, fallback)
+        return opts, cache_key(source, opts, name, compiler, name_expressions, fallback)
+
+    def cached(key: str) -> str | None:
         if key in _MEMORY_CACHE:
             return _MEMORY_CACHE[key]
         text = _read_cache(cache_dir() / "ptx" / f"{key}.ptx", key)
         if text is not None:
             _MEMORY_CACHE[key] = text
-            return text
+        return text
+
+    compiler = named_compiler() if use_cache else find_compiler()
+    opts, key = keyed(compiler)
+    if use_cache and (text := cached(key)) is not None:
+        return text
+    if compiler.lib is None and compiler.kind == "nvrtc":          # named, not loaded
+        loaded = find_compiler()
+        if (loaded.kind, loaded.path, loaded.version) != (compiler.kind, compiler.path,
+                                                          compiler.version):
+            opts, key = keyed(loaded)
+            if (text := cached(key)) is not None:
+                return text
+        compiler = loaded
     if compiler.kind == "nvrtc":
         ptx, lowered = _compile_nvrtc(compiler, source, opts, name, name_expressions)
         ptx += _lowered_trailer(lowered)
