@@ -224,30 +224,16 @@ print(json.dumps(out))
 """
 
 
-def _exercise_module(exercise) -> tuple[str, str]:
-    """The module and name a notebook imports ``exercise`` by."""
-    import importlib
-    import pkgutil
-
-    import ptxlab.teach.exercises as package
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        for name, value in vars(module).items():
-            if value is exercise:
-                return module.__name__, name
-    raise LookupError(f"no exercise module holds {exercise.key}")
-
-
 def check_rows(baseline: Path | None, scratch: Path) -> list[dict]:
     """A learner's check of every course kernel exercise, as a notebook runs it (the PTX cache
     on disk warm, bytecode compiled): the module's import and the first check in a new process;
     then, with the CPU model's part timed, the first check again in a new process, the same
     check again, an edited kernel (compiled afresh) and the grader's judgement. The code of
     ``baseline`` runs each first, so both find the PTX cache warm."""
-    from ptxlab.authoring.course_cases import solution_kernels
+    from ptxlab.authoring.course_cases import exercise_home, solution_kernels
     rows = []
     for notebook, exercise, src in solution_kernels():
-        module, name = _exercise_module(exercise)
+        module, name = exercise_home(exercise)
         source = scratch / f"{exercise.key}.cu"
         source.write_text(src)
         args = (module, name, str(source))

@@ -98,6 +98,20 @@ def solution_cells(text_dir: Path = TEXT_DIR) -> list[SolutionCell]:
     return out
 
 
+def exercise_home(exercise: Exercise) -> tuple[str, str]:
+    """``(module, name)``: where under ``ptxlab.teach.exercises`` a notebook imports
+    ``exercise`` from."""
+    import pkgutil
+
+    from ..teach import exercises as package
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if value is exercise:
+                return module.__name__, name
+    raise LookupError(f"no exercise module holds {exercise.key}")
+
+
 def solution_kernels(text_dir: Path = TEXT_DIR) -> list[tuple[str, KernelExercise, str]]:
     """``(notebook, exercise, solution source)`` for every kernel exercise in the course."""
     return [(cell.notebook, cell.exercise, cell.kernel_source())

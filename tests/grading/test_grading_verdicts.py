@@ -235,13 +235,13 @@ def test_every_answer_function_of_the_course_is_asked_all_it_is_judged_on():
     from types import SimpleNamespace
 
     from ptxlab.teach.answers import missing_questions
-    from ptxlab.authoring.course_cases import solution_cells
+    from ptxlab.authoring.course_cases import exercise_home, solution_cells
 
     checked = 0
     for cell in solution_cells():
         if cell.kernel_source() is not None:
             continue                      # kernel answers are data; the judge launches them
-        module, attr = _where_defined(cell.exercise)
+        module, attr = exercise_home(cell.exercise)
         namespace: dict = {}
         exercise_ns = SimpleNamespace(**{attr: SimpleNamespace(check=lambda *a, **k: None)})
         exec(compile(cell.code, f"{cell.notebook}:{cell.line}", "exec"),
@@ -256,21 +256,6 @@ def test_every_answer_function_of_the_course_is_asked_all_it_is_judged_on():
             assert result.passed, (cell.notebook, attr, hidden, result.report())
         checked += 1
     assert checked >= 30, checked
-
-
-def _where_defined(exercise) -> tuple[str, str]:
-    """``(module, attribute)`` under ``ptxlab.teach.exercises`` that hold ``exercise``."""
-    import importlib
-    import pkgutil
-
-    import ptxlab.teach.exercises as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        for name, value in vars(module).items():
-            if value is exercise:
-                return module.__name__, name
-    raise LookupError(exercise.key)
 
 
 def test_a_dict_answer_leaves_the_sandbox_as_data_and_a_dict_subclass_does_not():

@@ -42,6 +42,7 @@ def test_a_cached_kernel_needs_no_compiler_loaded(fresh_process, monkeypatch):
     assert known[loaded.path][2] == loaded.version
 
     _new_process(monkeypatch)
+    assert nvrtc.compiler_status()[0] and nvrtc._COMPILER is None   # the backend choice
     named = nvrtc.named_compiler()
     assert (named.kind, named.path, named.version, named.lib) == ("nvrtc", loaded.path,
                                                                   loaded.version, None)

@@ -258,9 +258,10 @@ def find_compiler() -> Compiler:
 
 
 def compiler_status() -> tuple[bool, str]:
-    """(usable, one line saying which compiler or why none)."""
+    """(usable, one line saying which compiler or why none): a library this cache saw load
+    counts as usable without loading it again (see :func:`named_compiler`)."""
     try:
-        return True, find_compiler().describe()
+        return True, named_compiler().describe()
     except CompilerNotFound as exc:
         return False, str(exc)
 

@@ -95,15 +95,21 @@ class OrderGuard:
         mb = self.warp_block[who]
         return (ob != mb) | (stamp == self.generation[mb])
 
-    def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx, who, u = self._rows(lanes, off, nbytes)
+    def _after_writer(self, idx: np.ndarray, who: np.ndarray, u: int, what: str):
+        """Stop at a byte of these rows another warp wrote with no barrier between; else the
+        records as rows of ``u`` and the warp of each byte."""
         writer, w_gen, reader, r_gen = (a.reshape(-1, u) for a in
                                         (self.writer, self.w_gen, self.reader, self.r_gen))
         whom = np.broadcast_to(who[:, None], (who.size, u))
         w = writer[idx]
         clash = (w >= 0) & (w != whom)
         if clash.any() and self._unordered(w[clash], w_gen[idx][clash], whom[clash]).any():
-            raise NeedsWarpByWarp("a read of a byte another warp wrote, unordered")
+            raise NeedsWarpByWarp(f"a {what} of a byte another warp wrote, unordered")
+        return (writer, w_gen, reader, r_gen), whom
+
+    def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
+        idx, who, u = self._rows(lanes, off, nbytes)
+        (_, _, reader, r_gen), whom = self._after_writer(idx, who, u, "read")
         r = reader[idx]
         stamp = self.generation[self.warp_block[who]][:, None]
         fresh = (r == _NONE) | (r == whom) | (r_gen[idx] != stamp)
@@ -118,13 +124,7 @@ class OrderGuard:
             si, sw = idx[order], who[order]
             if ((si[1:] == si[:-1]) & (sw[1:] != sw[:-1])).any():
                 raise NeedsWarpByWarp("two warps write one byte in the same instruction")
-        writer, w_gen, reader, r_gen = (a.reshape(-1, u) for a in
-                                        (self.writer, self.w_gen, self.reader, self.r_gen))
-        whom = np.broadcast_to(who[:, None], (who.size, u))
-        w = writer[idx]
-        clash = (w >= 0) & (w != whom)
-        if clash.any() and self._unordered(w[clash], w_gen[idx][clash], whom[clash]).any():
-            raise NeedsWarpByWarp("a write of a byte another warp wrote, unordered")
+        (writer, w_gen, reader, r_gen), whom = self._after_writer(idx, who, u, "write")
         r = reader[idx]
         seen = (r != _NONE) & (r != whom)
         if seen.any():
