@@ -90,6 +90,13 @@ def _power_of_two(e: np.ndarray) -> np.ndarray:
     return ((e.astype(np.int64) + 1023) << 52).view(np.float64)
 
 
+def _clear_specials(terms: np.ndarray, flags: tuple) -> None:
+    """Note which outputs an infinite or NaN product decides, and make those products 0."""
+    for flag, hit in zip(flags, (np.isnan(terms), terms == np.inf, terms == -np.inf)):
+        flag |= hit.reshape(-1, *flag.shape).any(axis=0)
+    terms[~np.isfinite(terms)] = 0.0
+
+
 def _aligned_sums(At: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, in_fmt: str,
                   c_fmt: str) -> tuple[np.ndarray, tuple | None]:
     """Steps 1-3 for one piece: the exact sums ``(M, N, W)``, and where any input is infinite
@@ -102,11 +109,14 @@ def _aligned_sums(At: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, in_fmt: str,
     with np.errstate(invalid="ignore", over="ignore"):
         ea, eb = exponents(At, in_fmt), exponents(Bt, in_fmt)       # (K, M, W), (K, N, W)
         emax = exponents(Ct, c_fmt)                                 # (M, N, W)
-        K = At.shape[0]
-        kb = K if At.shape[-1] <= _WHOLE_K_WARPS else 1       # k terms per numpy call
-        for k in range(0, K, kb):
-            np.maximum(emax, (ea[k:k + kb, :, None, :] + eb[k:k + kb, None, :, :]).max(axis=0),
-                       out=emax)
+        whole = At.shape[-1] <= _WHOLE_K_WARPS              # all K in one call, else a loop
+        term = np.empty_like(emax)
+        if whole:
+            np.maximum(emax, (ea[:, :, None, :] + eb[:, None, :, :]).max(axis=0), out=emax)
+        else:
+            for k in range(At.shape[0]):
+                np.maximum(emax, np.add(ea[k][:, None, :], eb[k][None, :, :], out=term),
+                           out=emax)
         emax[np.isinf(emax)] = 0.0                                  # all terms zero
         # scaling by a power of two is exact here (the scaled terms lie within 2**27, and a term
         # that would underflow truncates to zero either way), so a multiplication does it
@@ -118,14 +128,20 @@ def _aligned_sums(At: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, in_fmt: str,
             flags = (np.isnan(Ct), Ct == np.inf, Ct == -np.inf)
             Ct = np.where(np.isfinite(Ct), Ct, 0.0)
         S = np.trunc(Ct * up)
-        for k in range(0, K, kb):
-            terms = At[k:k + kb, :, None, :] * Bt[k:k + kb, None, :, :]   # exact
+        if whole:
+            terms = At[:, :, None, :] * Bt[:, None, :, :]                 # exact, (K, M, N, W)
             if special:
-                for flag, hit in zip(flags, (np.isnan(terms), terms == np.inf, terms == -np.inf)):
-                    flag |= hit.any(axis=0)
-                terms[~np.isfinite(terms)] = 0.0
+                _clear_specials(terms, flags)
             terms *= up
             S += np.trunc(terms, out=terms).sum(axis=0)
+        else:
+            for k in range(At.shape[0]):
+                np.multiply(At[k][:, None, :], Bt[k][None, :, :], out=term)   # exact
+                if special:
+                    _clear_specials(term, flags)
+                term *= up
+                np.trunc(term, out=term)
+                S += term
         S *= _power_of_two(emax - ALIGN_BITS)
     return S, flags
 

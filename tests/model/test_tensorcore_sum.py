@@ -86,11 +86,14 @@ FORMS = [("f16", 16, "f32", "f32"), ("f16", 16, "f16", "f16"), ("f16", 8, "f32",
 
 @pytest.mark.parametrize("in_fmt,K,c_fmt,out_fmt", FORMS)
 @pytest.mark.parametrize("spread,specials", [(2, False), (12, False), (40, True)])
+@pytest.mark.parametrize("whole_k", [True, False], ids=["all-K-at-once", "K-loop"])
 def test_the_vector_sum_matches_the_stated_steps(in_fmt, K, c_fmt, out_fmt, spread, specials,
-                                                  monkeypatch):
+                                                  whole_k, monkeypatch):
     """Three warps split into pieces of two (so two pieces, on the thread pool), with zeros,
-    wide exponent ranges and, in one set, infinities and NaNs."""
+    wide exponent ranges and, in one set, infinities and NaNs; summed both ways the sum has
+    (all K terms in one call for a few warps, a loop over K for many)."""
     monkeypatch.setattr(tensorcore, "_CHUNK", 2)
+    monkeypatch.setattr(tensorcore, "_WHOLE_K_WARPS", 16 if whole_k else 0)
     rng = np.random.default_rng(hash((in_fmt, K, c_fmt, spread)) % 2**32)
     a = _values(rng, (3, 16, K), in_fmt, spread, specials)
     b = _values(rng, (3, K, 8), in_fmt, spread, specials)
