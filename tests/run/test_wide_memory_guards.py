@@ -76,3 +76,32 @@ def test_shared_guard_judges_bytes_across_units():
     with pytest.raises(NeedsWarpByWarp):                         # byte 700 was never written
         g.read(np.array([0]), np.array([696]), 8)
     g.read(np.array([0]), np.array([600]), 2)                    # written: no stop
+
+
+@pytest.mark.parametrize("cap", [1 << 22, 1], ids=["reads-kept-aside", "noted-at-once"])
+def test_reads_before_the_first_write_are_judged_when_it_comes(cap, monkeypatch):
+    """A region's reads before its first write are kept aside (or, past the cap, noted at
+    once): a later write by another warp is judged against them just the same."""
+    import ptxlab.run.ptx.wide_memory as wm
+    monkeypatch.setattr(wm, "DEFERRED_ROWS", cap)
+    g = _order_guard(4096)
+    g.read(np.arange(32, 64), np.arange(32) * 4, 4)              # warp 1 reads 128 bytes
+    with pytest.raises(NeedsWarpByWarp):                         # warp 2 writes byte 64
+        g.write(np.array([64]), np.array([64]), 1)
+
+    g = _order_guard(4096)
+    g.read(np.arange(32, 64), np.arange(32) * 4, 4)
+    g.generation[:] += 1                                         # a barrier between
+    g.write(np.array([64]), np.array([64]), 1)
+
+    g = _order_guard(4096)
+    g.read(np.array([0]), np.array([16]), 16)                    # warps 0 and 1 read one row
+    g.read(np.array([32]), np.array([16]), 16)
+    with pytest.raises(NeedsWarpByWarp):                         # then warp 0 writes it
+        g.write(np.array([0]), np.array([20]), 4)
+
+    g = _order_guard(4096, same_block=False)
+    g.read(np.array([32]), np.array([0]), 16)                    # another block's read:
+    g.generation[:] += 1                                         # no barrier orders it
+    with pytest.raises(NeedsWarpByWarp):
+        g.write(np.array([0]), np.array([8]), 8)

@@ -20,6 +20,8 @@ _NONE, _MANY = -1, -2
 PAGE = 4096
 #: A region up to this size gets its whole record at once (16 bytes of record per byte).
 DIRECT_BYTES = 8 << 20
+#: Rows of reads an :class:`OrderGuard` keeps aside before its region's first write.
+DEFERRED_ROWS = 1 << 22
 #: The widest run of bytes an access is taken in (a row of every record).
 UNIT = 16
 
@@ -48,7 +50,8 @@ class OrderGuard:
     """Last writer and readers of each byte of one region, as global warp numbers with the
     barrier generation of the warp's block when it accessed the byte. The record is kept in
     pages of :data:`PAGE` bytes made on first touch, so a large buffer costs what the run
-    touches of it."""
+    touches of it. Reads before the region's first write are kept aside and noted when it
+    comes (a kernel's inputs are read, never written)."""
 
     def __init__(self, nbytes: int, lane_warp: np.ndarray, warp_block: np.ndarray,
                  generation: np.ndarray):
@@ -59,6 +62,8 @@ class OrderGuard:
         self.lane_warp = lane_warp          # global warp number of each lane
         self.warp_block = warp_block        # block slot of each global warp
         self.generation = generation        # barriers passed, per block slot (shared, updated)
+        self.deferred: list | None = []     # reads before the region's first write
+        self.deferred_rows = 0
 
     def _grow(self, pages: int) -> None:
         n = pages * PAGE
@@ -109,15 +114,37 @@ class OrderGuard:
 
     def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
         idx, who, u = self._rows(lanes, off, nbytes)
-        (_, _, reader, r_gen), whom = self._after_writer(idx, who, u, "read")
+        stamp = self.generation[self.warp_block[who]]
+        if self.deferred is not None:
+            # nothing written here yet, so no read can clash: the readers are needed only
+            # once a write comes (most inputs never get one), and are noted then
+            self.deferred.append((idx, who, u, stamp))
+            self.deferred_rows += idx.size
+            if self.deferred_rows > DEFERRED_ROWS:
+                self._note_deferred()
+            return
+        self._after_writer(idx, who, u, "read")
+        self._note_readers(idx, who, u, stamp)
+
+    def _note_readers(self, idx: np.ndarray, who: np.ndarray, u: int,
+                      stamp: np.ndarray) -> None:
+        reader, r_gen = self.reader.reshape(-1, u), self.r_gen.reshape(-1, u)
+        whom = np.broadcast_to(who[:, None], (who.size, u))
         r = reader[idx]
-        stamp = self.generation[self.warp_block[who]][:, None]
-        fresh = (r == _NONE) | (r == whom) | (r_gen[idx] != stamp)
+        fresh = (r == _NONE) | (r == whom) | (r_gen[idx] != stamp[:, None])
         # one reader stays named; a second one in the same interval makes it "many"
         reader[idx] = np.where(fresh, whom, _MANY)
-        r_gen[idx] = stamp
+        r_gen[idx] = stamp[:, None]
+
+    def _note_deferred(self) -> None:
+        """Note the deferred reads, in their order, as they would have been noted."""
+        deferred, self.deferred = self.deferred, None
+        for idx, who, u, stamp in deferred or ():
+            self._note_readers(idx, who, u, stamp)
 
     def write(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
+        if self.deferred is not None:
+            self._note_deferred()
         idx, who, u = self._rows(lanes, off, nbytes)
         if idx.size > nbytes // u:
             order = np.argsort(idx, kind="stable")
