@@ -597,18 +597,12 @@ def _warps_last_operand(regs: np.ndarray, layout: layouts.FragmentLayout,
                         cols_first: bool) -> np.ndarray:
     """Registers ``(W, 32, n)`` -> element bits ``(rows, cols, W)`` (``(cols, rows, W)`` with
     ``cols_first``) of the layout's one matrix: the warps last, as the tensor-core sum takes
-    them, so the one transposition is of the registers, the smallest form of the data."""
-    elems = _unpack(np.ascontiguousarray(regs.transpose(1, 2, 0)), layout.elem_bits)
-    elems = np.ascontiguousarray(elems.transpose(0, 1, 3, 2))     # (32, n, per, W)
-    o = layout.owners[0]
-    if cols_first:
-        o = o.transpose(1, 0, 2)
-    return elems[o[..., 0], o[..., 1], o[..., 2]]
+    them."""
+    mats = fragment_to_matrices(regs, layout)[:, 0]                 # (W, rows, cols)
+    return np.ascontiguousarray(mats.transpose(2, 1, 0) if cols_first else mats.transpose(1, 2, 0))
 
 
 def _warps_last_fragment(bits: np.ndarray, layout: layouts.FragmentLayout) -> np.ndarray:
     """Inverse of :func:`_warps_last_operand` for a result: ``(rows, cols, W)`` -> registers
     ``(W, 32, n)``."""
-    c = layout.coords
-    elems = bits[c[..., 1], c[..., 2]]                              # (32, n, per, W)
-    return _pack(np.moveaxis(elems, 2, -1), layout.elem_bits).transpose(2, 0, 1)
+    return matrices_to_fragment(np.moveaxis(bits, -1, 0)[:, None], layout)

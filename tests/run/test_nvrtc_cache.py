@@ -23,13 +23,13 @@ def fresh_process(tmp_path, monkeypatch):
     """A cache folder of the test's own; the compiler and the memory cache as a new process
     has them (empty), put back afterwards."""
     monkeypatch.setenv("PTXLAB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(nvrtc, "_COMPILER", None)
-    monkeypatch.setattr(nvrtc, "_MEMORY_CACHE", {})
+    _new_process(monkeypatch)
     return tmp_path
 
 
 def _new_process(monkeypatch):
     monkeypatch.setattr(nvrtc, "_COMPILER", None)
+    monkeypatch.setattr(nvrtc, "_NAMED", None)
     monkeypatch.setattr(nvrtc, "_MEMORY_CACHE", {})
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ptxlab.run.ptx.errors import NeedsWarpByWarp
-from ptxlab.run.ptx.wide_memory import PAGE, IntervalGuard, OrderGuard, access_units
+from ptxlab.run.ptx.racecheck import access_units
+from ptxlab.run.ptx.wide_memory import PAGE, IntervalGuard, OrderGuard
 
 LANE_WARP = np.repeat(np.arange(4), 32)          # lanes 0-31 warp 0, 32-63 warp 1, ...
 

@@ -191,19 +191,26 @@ def _library_stamp(path: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns]
 
 
+def _loaded_note() -> dict:
+    """The cache's note of the NVRTC libraries that loaded (empty if missing or unreadable)."""
+    try:
+        known = json.loads((cache_dir() / _LOADED_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
 def _remember_loaded(compiler: Compiler) -> None:
     """Note that ``compiler``'s library loaded, so a later process can name it unloaded."""
-    path = cache_dir() / _LOADED_FILE
-    try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
-        known = {}
+    known = _loaded_note()
     stamp = _library_stamp(Path(compiler.path))
-    if not isinstance(known, dict) or stamp is None:
-        return
-    if known.get(compiler.path) != [*stamp, compiler.version]:
+    if stamp is not None and known.get(compiler.path) != [*stamp, compiler.version]:
         known[compiler.path] = [*stamp, compiler.version]
-        _write_cache(path, json.dumps(known))
+        _write_cache(cache_dir() / _LOADED_FILE, json.dumps(known))
+
+
+#: The compiler :func:`named_compiler` named from the note, once per process.
+_NAMED: Compiler | None = None
 
 
 def named_compiler() -> Compiler:
@@ -211,20 +218,21 @@ def named_compiler() -> Compiler:
     known: the first NVRTC library on the search, when this cache saw it load before with the
     same size and time (its version as it then reported). A cached PTX needs only the name;
     loading NVRTC is most of what a first check in a new process spends before its kernel
-    runs. Otherwise (and whenever a compile is needed) :func:`find_compiler`."""
+    runs. Otherwise (and whenever a compile is needed) :func:`find_compiler`. The note is read
+    once per process, as the library is loaded once per process."""
+    global _NAMED
     if _COMPILER is not None:
         return _COMPILER
+    if _NAMED is not None:
+        return _NAMED
     first = next(iter(_candidates()), None)
     if first is not None:
-        try:
-            known = json.loads((cache_dir() / _LOADED_FILE).read_text())
-        except (OSError, ValueError):
-            known = {}
-        entry = known.get(str(first)) if isinstance(known, dict) else None
+        entry = _loaded_note().get(str(first))
         stamp = _library_stamp(first)
         if (isinstance(entry, list) and len(entry) == 3 and stamp is not None
                 and entry[:2] == stamp and isinstance(entry[2], str)):
-            return Compiler("nvrtc", str(first), entry[2])
+            _NAMED = Compiler("nvrtc", str(first), entry[2])
+            return _NAMED
     return find_compiler()
 
 

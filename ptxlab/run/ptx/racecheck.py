@@ -27,7 +27,7 @@ from .memory import SHARED_START
 
 __all__ = ["RACECHECK_ENV", "racecheck_mode", "SharedMemoryRace", "RaceWarning",
            "UninitializedSharedRead", "RaceTracker", "Access", "Site", "Race",
-           "REDUNDANT_COPY_ADVICE", "BARRIER_ADVICE", "OVERWRITE_ADVICE", "access_bytes"]
+           "REDUNDANT_COPY_ADVICE", "BARRIER_ADVICE", "OVERWRITE_ADVICE", "access_units"]
 
 #: ``error`` (default): a launch with a race raises :class:`SharedMemoryRace`; ``warn``: a
 #: :class:`RaceWarning` instead; ``off``: no watching (and no cost).
@@ -177,11 +177,21 @@ def _all_unchanged(unchanged, where: np.ndarray) -> bool:
     return bool(flags[where].all())
 
 
-def access_bytes(who: np.ndarray, off: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every byte an access of ``nbytes`` at each offset touches, and whose access it is
-    (``who``, one per offset: a lane or a warp), byte by byte."""
-    idx = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
-    return idx, np.repeat(np.asarray(who), nbytes)
+def access_units(who: np.ndarray, off: np.ndarray, nbytes: int, widest: int = 16
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """An access of ``nbytes`` at each offset as rows of ``unit`` bytes: the largest power of
+    two up to ``widest`` that divides ``nbytes`` and every offset. Returns the index of each
+    row in a record viewed ``(-1, unit)``, whose row it is (``who``, one per offset: a lane or
+    a warp), and ``unit``. A record that keeps one entry per byte judges rows exactly, not as
+    a coarser grain: a 16-byte copy costs one index, not sixteen. ``widest=1``: byte by
+    byte."""
+    off = np.asarray(off, np.int64)
+    unit = widest
+    while unit > 1 and (nbytes % unit or (off & (unit - 1)).any()):
+        unit //= 2
+    per = nbytes // unit
+    idx = ((off // unit)[:, None] + np.arange(per)).reshape(-1)
+    return idx, np.repeat(np.asarray(who), per), unit
 
 
 class RaceTracker:
@@ -232,7 +242,6 @@ class RaceTracker:
         return Access(kind, int(warp), int(lane), getattr(ins, "line", None),
                       getattr(ins, "text", "") or "", src, text)
 
-
     def _report(self, first: Access, second: Access, index: int, unchanged: bool) -> None:
         key = (first.kind, first.ptx_line, second.kind, second.ptx_line)
         if key in self._seen:
@@ -255,7 +264,7 @@ class RaceTracker:
         return ww
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
-        idx, who = access_bytes(lanes, off, nbytes)
+        idx, who, _ = access_units(lanes, off, nbytes, widest=1)
         gen = self.generation
         sid = self._site(what)
         ww = self._after_other_writer("read", warp, idx, who, sid)
@@ -282,7 +291,7 @@ class RaceTracker:
         lane by lane, or a function that returns them, called only if there is a race) says
         which bytes the write leaves as they were, the evidence of a copy that several warps
         make in full."""
-        idx, who = access_bytes(lanes, off, nbytes)
+        idx, who, _ = access_units(lanes, off, nbytes, widest=1)
         gen = self.generation
         sid = self._site(what)
         self._after_other_writer("write", warp, idx, who, sid, unchanged)

@@ -15,6 +15,8 @@ import numpy as np
 
 from .errors import NeedsWarpByWarp
 from .memory import SHARED_START, Spaces
+from .racecheck import access_units
+
 _NONE, _MANY = -1, -2
 #: Bytes of one page of an :class:`OrderGuard`'s record.
 PAGE = 4096
@@ -24,22 +26,6 @@ DIRECT_BYTES = 8 << 20
 DEFERRED_ROWS = 1 << 22
 #: The widest run of bytes an access is taken in (a row of every record).
 UNIT = 16
-
-
-def access_units(who: np.ndarray, off: np.ndarray, nbytes: int
-                 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """An access of ``nbytes`` at each offset as rows of ``unit`` bytes: the largest power of
-    two up to :data:`UNIT` that divides ``nbytes`` and every offset. Returns the index of each
-    row in a record viewed ``(-1, unit)``, whose row it is (one ``who`` per offset), and
-    ``unit``. A record keeps one entry per byte, so a row is exact, not a coarser grain: a
-    16-byte copy costs one index, not sixteen."""
-    off = np.asarray(off, np.int64)
-    unit = UNIT
-    while unit > 1 and (nbytes % unit or (off & (unit - 1)).any()):
-        unit //= 2
-    per = nbytes // unit
-    idx = ((off // unit)[:, None] + np.arange(per)).reshape(-1)
-    return idx, np.repeat(np.asarray(who), per), unit
 
 
 def _padded(nbytes: int) -> int:
@@ -78,7 +64,7 @@ class OrderGuard:
     def _rows(self, lanes: np.ndarray, off: np.ndarray, nbytes: int):
         """The access as rows of the record (see :func:`access_units`), whose each is, and
         the row width."""
-        idx, who, unit = access_units(self.lane_warp[lanes], off, nbytes)
+        idx, who, unit = access_units(self.lane_warp[lanes], off, nbytes, UNIT)
         if self.direct:
             return idx, who, unit
         start = idx * unit                       # a row never crosses a page (PAGE % UNIT == 0)
@@ -181,13 +167,13 @@ class IntervalGuard:
         self.writes: list = []
 
     def read(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx, who, u = access_units(self.lane_warp[lanes], off, nbytes)
+        idx, who, u = access_units(self.lane_warp[lanes], off, nbytes, UNIT)
         if self.uninitialized_reads and not self.written.reshape(-1, u)[idx].all():
             raise NeedsWarpByWarp("a read of shared memory no thread of the block wrote")
         self.reads.append((idx, who, u))
 
     def write(self, lanes: np.ndarray, off: np.ndarray, nbytes: int) -> None:
-        idx, who, u = access_units(self.lane_warp[lanes], off, nbytes)
+        idx, who, u = access_units(self.lane_warp[lanes], off, nbytes, UNIT)
         self.written.reshape(-1, u)[idx] = True
         self.writes.append((idx, who, u))
 
