@@ -63,8 +63,9 @@ class KernelRun:
         def renamed(words):
             halves = np.ascontiguousarray(words, dtype=np.uint32).view(np.uint16)
             return perm[halves].view(np.uint32).reshape(np.shape(words))
-        suspects = [replace(s, output=None if s.output is None else renamed(s.output))
-                    for s in self.suspects]
+        kept = self.suspects
+        suspects = diagnosis.Deferred(lambda: [
+            replace(s, output=None if s.output is None else renamed(s.output)) for s in kept])
         return replace(self, args=args, expected=expected, suspects=suspects,
                        describe_value=lambda v: describe(int(inverse[int(v) & 0xFFFF])))
 

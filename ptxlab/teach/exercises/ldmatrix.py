@@ -185,8 +185,8 @@ def a_operand_run(sld: int) -> KernelRun:
                      args=[a, np.int32(sld), np.zeros(128, dtype=np.uint32)], out_index=2,
                      expected=a_operand_expected(sld), shared_mem=16 * sld * 2,
                      describe_value=describe_a_value, loaded_from=tiles.mma_a(),
-                     suspects=diagnosis.load_suspects(_a_staged(sld), tiles.mma_a(), 0, 2 * sld,
-                                                      trans=False))
+                     suspects=diagnosis.Deferred(lambda: diagnosis.load_suspects(
+                         _a_staged(sld), tiles.mma_a(), 0, 2 * sld, trans=False)))
 
 
 a_operand_kernel = KernelExercise(

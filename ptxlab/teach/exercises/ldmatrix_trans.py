@@ -197,9 +197,9 @@ def _b_run(label: str, sld: int, stored_rows: int, threads: int = 32) -> KernelR
     must leave B's mma fragment in ``out`` (two words a lane)."""
     col_major = stored_rows == 8
     place = tiles.mma_b_col_major() if col_major else tiles.mma_b_row_major()
-    suspects = diagnosis.load_suspects(_b_staged(sld, col_major), place, 0, 2 * sld,
-                                       trans=not col_major,
-                                       trans_cause=B_TRANS_CAUSES[col_major])
+    suspects = diagnosis.Deferred(lambda: diagnosis.load_suspects(
+        _b_staged(sld, col_major), place, 0, 2 * sld, trans=not col_major,
+        trans_cause=B_TRANS_CAUSES[col_major]))
     return KernelRun(label=label, args=[np.arange(128, dtype=np.uint16), np.int32(sld),
                                         np.zeros(64, dtype=np.uint32)],
                      out_index=2, expected=b_operand_expected(8), shared_mem=stored_rows * sld * 2,

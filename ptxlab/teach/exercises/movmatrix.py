@@ -183,7 +183,7 @@ def transpose_run(sld: int, values: np.ndarray | None = None) -> TileRun:
     regs = loaded_tile(tile_in, sld)
     moved = movmatrix_each(regs)
     out_place = transposed_tile()
-    mistakes = (
+    mistakes = diagnosis.Deferred(lambda: (
         (emulated_store(moved, tiles.mma_a(), sld),
          "each 8x8 block is transposed but still in its old place: the two off-diagonal "
          "blocks must also trade places: store matrix 1 at rows 0-7, columns 8-15 and matrix "
@@ -199,7 +199,7 @@ def transpose_run(sld: int, values: np.ndarray | None = None) -> TileRun:
            f"r{i} was stored as it was loaded, not transposed; the other three blocks are "
            f"right: one of the four movmatrix is missing, or transposes another register "
            f"than r{i} {{proof}}") for i in range(4)),
-    )
+    ))
     return TileRun(label=f"tile row stride {sld} elements",
                    args=[tile_in.reshape(-1), np.int32(sld), np.zeros(256, dtype=np.uint16)],
                    out_index=2, expected=emulated_store(moved, out_place, sld),

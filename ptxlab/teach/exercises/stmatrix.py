@@ -8,6 +8,8 @@ them too): every stored cell is compared with what the emulator stores.
 """
 from __future__ import annotations
 
+import functools
+
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,10 +88,16 @@ class TileKernelExercise(KernelExercise):
 
 
 def value_names(matrix: np.ndarray, label: str) -> Callable[[int], str]:
-    """``v -> "D[r][c]"`` for a matrix of distinct 16-bit values; the fill value says so."""
-    where = {int(v): (r, c) for (r, c), v in np.ndenumerate(np.asarray(matrix))}
+    """``v -> "D[r][c]"`` for a matrix of distinct 16-bit values; the fill value says so.
+    The lookup is built on the first call: only a wrong output names values."""
+    kept = np.array(matrix)
+
+    @functools.cache
+    def places() -> dict[int, tuple[int, int]]:
+        return {int(v): (r, c) for (r, c), v in np.ndenumerate(kept)}
 
     def name(v: int) -> str:
+        where = places()
         if v in where:
             return f"{label}[{where[v][0]}][{where[v][1]}]"
         if v == FILL:
@@ -125,13 +133,17 @@ def held_by(regs: np.ndarray, reg_names: Sequence[str],
             verb: str = "from") -> Callable[[int], str | None]:
     """``v -> "from lane 4's d1"``: the lane and register whose 16-bit half held value ``v``
     (the values are distinct; use registers the learner's code cannot change), ``None`` for a
-    value no register held."""
-    halves = np.ascontiguousarray(regs, dtype=np.uint32).view(np.uint16).reshape(
+    value no register held. The lookup is built on the first call, as :func:`value_names`."""
+    halves = np.array(regs, dtype=np.uint32).view(np.uint16).reshape(
         np.shape(regs)[0], np.shape(regs)[1], 2)
-    where: dict[int, str] = {}
-    for (lane, reg, _), v in np.ndenumerate(halves):
-        where.setdefault(int(v), f"{verb} lane {lane}'s {reg_names[reg]}")
-    return lambda v: where.get(int(v))
+
+    @functools.cache
+    def holders() -> dict[int, str]:
+        where: dict[int, str] = {}
+        for (lane, reg, _), v in np.ndenumerate(halves):
+            where.setdefault(int(v), f"{verb} lane {lane}'s {reg_names[reg]}")
+        return where
+    return lambda v: holders().get(int(v))
 
 
 def emulated_store(regs: np.ndarray, placement: tiles.Placement, sld: int, *,
@@ -285,13 +297,13 @@ def store_d_run(sld: int, perm: Sequence[int] = tuple(range(16))) -> TileRun:
     d = mma_d_registers(a_bits, b_bits)
     place = tiles.mma_cd_f16()
     d_matrix = emulator.fragment_to_matrices(d, layouts.mma_form(*MMA_F16).d)[0]
-    mistakes = (
+    mistakes = diagnosis.Deferred(lambda: (
         (emulated_store(d, place, sld, trans=True),
          "every 8x8 block came out turned around: .trans stores each matrix column by column; "
          "D goes to a row-major tile, so no .trans {proof}"),
         *((s.output, s.cause) for s in diagnosis.store_suspects(
             d, place, sld, trans=False, fill=FILL, reg_names=("d0", "d1"))),
-    )
+    ))
     return TileRun(label=f"tile row stride {sld} elements",
                    args=[a_bits, b_bits, np.int32(sld), np.zeros(128, dtype=np.uint16)],
                    out_index=3, expected=emulated_store(d, place, sld),
