@@ -172,3 +172,72 @@ def test_a_kernel_check_names_the_race_and_what_the_model_noticed():
         generic = run_kernel_case(generic_source("generic64"), "load_generic", run, "load",
                                   backend="cpu")
     assert generic.passed and any("__cvta_generic_to_shared" in a for a in generic.advice)
+
+
+class _Ins:
+    """An instruction as the tracker sees one: its opcode, line and text."""
+
+    def __init__(self, line: int):
+        self.full_opcode, self.line, self.text = f"st.shared.b{line}", line, f"line {line}"
+
+
+class _NoLines:
+    def source_location(self, ins):
+        raise LookupError
+
+
+def _sites(n: int):
+    from ptxlab.run.ptx.racecheck import Site
+    return [Site(_Ins(i + 1)) for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_warp_tracker_keeps_what_the_full_tracker_reports(seed):
+    """A block of one warp keeps only which bytes were written: over random reads, writes and
+    barriers of one warp, it records the same reads of unwritten bytes (lane, site, address)
+    as the full tracker, and, like it, no race."""
+    from ptxlab.run.ptx.racecheck import RaceTracker, SoleWarpTracker
+    rng = np.random.default_rng(seed)
+    size, sites = 256, _sites(6)
+    full, sole = (cls(size, _NoLines(), (0, 0, 0)) for cls in (RaceTracker, SoleWarpTracker))
+    for _ in range(60):
+        step = rng.integers(0, 5)
+        if step == 4:
+            full.barrier(), sole.barrier()
+            continue
+        nbytes = int(rng.choice([1, 2, 4, 8, 16]))
+        lanes = np.sort(rng.choice(32, size=int(rng.integers(1, 33)), replace=False))
+        off = rng.integers(0, size // nbytes, size=lanes.size) * nbytes
+        what = sites[int(rng.integers(0, len(sites)))]
+        for t in (full, sole):
+            (t.read if step < 2 else t.write)(0, lanes, off, nbytes, what)
+    assert not full.races and not sole.races
+    assert ([(a.kind, a.lane, a.ptx_line, where) for a, where in sole.uninitialized]
+            == [(a.kind, a.lane, a.ptx_line, where) for a, where in full.uninitialized])
+
+
+def test_a_one_warp_block_gets_the_one_warp_tracker_and_many_warps_the_full_one():
+    from ptxlab.run.ptx import interpreter
+    from ptxlab.run.ptx.racecheck import SoleWarpTracker
+    seen = {}
+    made = interpreter.BlockRun.__init__
+
+    def spy(self, launch, index):
+        made(self, launch, index)
+        seen[launch.nwarps] = type(self.race)
+    src = r'''
+    extern "C" __global__ void copy(const unsigned* in, unsigned* out) {
+        __shared__ unsigned box[256];
+        box[threadIdx.x] = in[threadIdx.x];
+        __syncthreads();
+        out[threadIdx.x] = box[(threadIdx.x + 32) % blockDim.x];
+    }'''
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(interpreter.BlockRun, "__init__", spy)
+        for threads in (32, 64):
+            data = np.arange(threads, dtype=np.uint32)
+            launch = interpreter.Launch(cpu.program_for(src, "copy", ()), (1,), (threads,),
+                                        [data, np.zeros_like(data)], engine="warp")
+            out = launch.run()
+            assert (out[1] == np.roll(data, -32 % threads)).all()
+    assert seen[1] is SoleWarpTracker and seen[2] is not SoleWarpTracker

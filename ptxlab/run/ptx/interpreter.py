@@ -31,7 +31,7 @@ from .lanes import (_LANE_BITS, ALL, bits_mask, lanes_of, mask_array, mask_bits,
                     mask_or)
 from .memory import LaneFault
 from .program import Program
-from .racecheck import RaceTracker, racecheck_mode
+from .racecheck import RaceTracker, SoleWarpTracker, racecheck_mode
 from .values import WARP, constant
 
 _BIG = 1 << 62
@@ -386,7 +386,8 @@ class BlockRun:
         self.shared = np.zeros(memory.SHARED_START + max(16, (launch.shared_size + 15) // 16 * 16),
                                dtype=np.uint8)
         self.barriers: dict[int, BarrierState] = {}
-        self.race = (RaceTracker(launch.shared_size, launch.program, index)
+        tracker = SoleWarpTracker if launch.nwarps == 1 else RaceTracker
+        self.race = (tracker(launch.shared_size, launch.program, index)
                      if launch.racecheck != "off" and launch.shared_size else None)
         self.thread_exists = launch.thread_exists
         special_block = launch.block_specials(index)

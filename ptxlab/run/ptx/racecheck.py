@@ -26,7 +26,7 @@ from .errors import KernelFault, Where
 from .memory import SHARED_START
 
 __all__ = ["RACECHECK_ENV", "racecheck_mode", "SharedMemoryRace", "RaceWarning",
-           "UninitializedSharedRead", "RaceTracker", "Access", "Site", "Race",
+           "UninitializedSharedRead", "RaceTracker", "SoleWarpTracker", "Access", "Site", "Race",
            "REDUNDANT_COPY_ADVICE", "BARRIER_ADVICE", "OVERWRITE_ADVICE", "access_units"]
 
 #: ``error`` (default): a launch with a race raises :class:`SharedMemoryRace`; ``warn``: a
@@ -350,3 +350,28 @@ class RaceTracker:
         race = SharedMemoryRace(message, where, address=first.address, race=sides)
         race.advice = advice
         return race
+
+
+class SoleWarpTracker(RaceTracker):
+    """The tracker of a block of one warp. No other warp can race with it (a warp's own
+    accesses are ordered), so only whether each byte was written is kept, for the warning about
+    reads of bytes nobody wrote: one flag per byte instead of a writer and its readers."""
+
+    def __init__(self, size: int, program, block: tuple):
+        super().__init__(size, program, block)
+        self.written = np.zeros(max(1, size), bool)
+
+    def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
+        where = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
+        never = ~self.written[where]
+        if never.any():
+            sid = self._site(what)
+            if sid not in self._uninit_seen:
+                i = int(np.argmax(never))
+                self._uninit_seen.add(sid)
+                self.uninitialized.append((self._access("read", warp, lanes[i // nbytes], sid),
+                                           int(where[i]) + SHARED_START))
+
+    def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
+              unchanged: np.ndarray | None = None) -> None:
+        self.written[(np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)] = True

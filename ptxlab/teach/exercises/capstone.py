@@ -204,12 +204,10 @@ K_TILE, B_COLS, TILE_CHUNKS = 64, 64, 8
 def _swizzled_bytes(tile: np.ndarray) -> np.ndarray:
     """The tile as the kernel stores it in shared memory (capstone swizzle), as raw bytes."""
     rows = tile.shape[0]
-    out = np.zeros(rows * TILE_CHUNKS * 8, dtype=np.uint16)
-    for r in range(rows):
-        for c in range(TILE_CHUNKS):
-            s = gemm_swizzle(r, c, TILE_CHUNKS)
-            out[(r * TILE_CHUNKS + s) * 8:(r * TILE_CHUNKS + s + 1) * 8] = tile[r, 8 * c:8 * c + 8]
-    return out.view(np.uint8)
+    r, c = np.meshgrid(np.arange(rows), np.arange(TILE_CHUNKS), indexing="ij")
+    out = np.zeros((rows, TILE_CHUNKS, 8), dtype=np.uint16)
+    out[r, gemm_swizzle(r, c, TILE_CHUNKS)] = np.asarray(tile).reshape(rows, TILE_CHUNKS, 8)
+    return out.reshape(-1).view(np.uint8)
 
 
 def k_loop_model(a: np.ndarray, b: np.ndarray, n_chunk: int, *, swizzle_reads: bool = True,
