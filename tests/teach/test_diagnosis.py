@@ -159,3 +159,37 @@ def test_a_stride_written_as_the_tile_width_and_lanes_on_another_matrix():
     assert b_causes[again].startswith("lanes 8-15 point at the rows of matrix 0")
     # a packed tile: no "padded" cause to confuse with the right one
     assert not any("padded" in c for _, c in diagnosis.address_suspects(place, 0, 32))
+
+
+def _suspects_made(monkeypatch) -> list[str]:
+    """Count every call that builds suspects, through the names the exercises use."""
+    made: list[str] = []
+    for name in ("load_suspects", "store_suspects", "address_suspects"):
+        real = getattr(diagnosis, name)
+
+        def counted(*args, _real=real, _name=name, **kw):
+            made.append(_name)
+            return _real(*args, **kw)
+        monkeypatch.setattr(diagnosis, name, counted)
+    return made
+
+
+def test_a_right_kernel_costs_no_suspects_and_a_wrong_one_still_gets_its_cause(monkeypatch):
+    """Suspects are emulated only for a wrong output: every course kernel's solution passes its
+    check (hidden runs too) without building one, and a wrong kernel still has its cause named
+    from them."""
+    from ptxlab.authoring.course_cases import solution_kernels
+    made = _suspects_made(monkeypatch)
+    solutions = solution_kernels()
+    assert solutions
+    for _, exercise, source in solutions:
+        for hidden in (False, True):
+            result = exercise.evaluate(source, hidden=hidden)
+            assert result.passed, (exercise.key, result.message)
+    assert made == []
+    source = dict((e.key, s) for _, e, s in solutions)["ldmatrix.a_operand_kernel"]
+    wrong = source.replace("lane % 16", "(lane + 1) % 16")
+    assert wrong != source
+    result = ldmatrix.a_operand_kernel.evaluate(wrong)
+    assert not result.passed and "load_suspects" in made
+    assert any("row" in a for a in result.advice), result.advice
