@@ -106,3 +106,45 @@ def test_a_toolkit_signature_follows_its_folders(tmp_path):
     replaced.write_text("// new version")
     replaced.replace(tmp_path / "crt" / "mma.h")       # how an installer replaces a file
     assert sign(str(tmp_path)) != signed
+
+
+@pytest.mark.parametrize("source, reaches", [
+    ('extern "C" __global__ void k(int* a) { a[0] = 1; }', False),
+    ('#include <cuda_fp16.h>\n__global__ void k() {}', True),
+    ('#  include "mine.h"\n__global__ void k() {}', True),
+    ('#inc\\\nlude <cstdint>\n__global__ void k() {}', True),        # lines joined first
+    ('#inc\\\r\nlude <cstdint>\n__global__ void k() {}', True),
+    ('#if __has_include(<cuda_bf16.h>)\n#endif\n__global__ void k() {}', True),
+])
+def test_a_source_that_includes_nothing_keys_without_the_header_folders(source, reaches,
+                                                                        monkeypatch):
+    """Signing the toolkit's header folders is the first compile's largest cost; NVRTC reads
+    a header only where the source says so (or an option pre-includes one), and nvcc always
+    does: only then is the signature part of the key."""
+    signed = []
+    monkeypatch.setattr(nvrtc, "_include_signature", lambda opts: signed.append(opts) or "sig")
+    opts = ("--gpu-architecture=compute_90", "-I/usr/local/cuda/include")
+    nvrtc_compiler = nvrtc.Compiler("nvrtc", "libnvrtc.so", "13.0")
+    nvrtc.cache_key(source, opts, "k.cu", nvrtc_compiler)
+    assert bool(signed) is reaches
+    signed.clear()
+    nvrtc.cache_key(source, opts + ("-include=pre.h",), "k.cu", nvrtc_compiler)
+    assert signed
+    signed.clear()
+    nvrtc.cache_key(source, opts, "k.cu", nvrtc.Compiler("nvcc", "nvcc", "13.0"))
+    assert signed
+
+
+def test_a_header_edit_changes_the_key_of_a_source_that_includes_it(tmp_path):
+    folder = tmp_path / "inc"
+    folder.mkdir()
+    (folder / "mine.h").write_text("#define N 1\n")
+    opts = (f"-I{folder}",)
+    compiler = nvrtc.Compiler("nvrtc", "libnvrtc.so", "13.0")
+    with_include = '#include "mine.h"\n__global__ void k(int* a) { a[0] = N; }'
+    without = '__global__ void k(int* a) { a[0] = 1; }'
+    before = [nvrtc.cache_key(s, opts, "k.cu", compiler) for s in (with_include, without)]
+    time.sleep(0.01)
+    (folder / "mine.h").write_text("#define N 22\n")
+    after = [nvrtc.cache_key(s, opts, "k.cu", compiler) for s in (with_include, without)]
+    assert before[0] != after[0] and before[1] == after[1]

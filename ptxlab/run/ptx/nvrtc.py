@@ -411,16 +411,29 @@ def _fallback_signature(fallback_includes: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
+def reaches_headers(source: str, options: tuple[str, ...], compiler: Compiler) -> bool:
+    """Whether a compile can read a header file: NVRTC reads one only where the source, its
+    lines joined as the preprocessor joins them, says ``include`` (``#include``,
+    ``__has_include``) or an option pre-includes one; nvcc includes the runtime's headers in
+    every compile. A source that reaches none keys without signing the header folders."""
+    if compiler.kind != "nvrtc":
+        return True
+    joined = re.sub(r"(\\|\?\?/)\r?\n", "", source)
+    return "include" in joined or any("include" in o for o in options
+                                      if not o.startswith("-I"))
+
+
 def cache_key(source: str, options: tuple[str, ...], name: str, compiler: Compiler,
               name_expressions: tuple[str, ...] = (),
               fallback_includes: tuple[str, ...] = ()) -> str:
     """The cache entry's name: compiler, source, options and the headers they can reach (and
     the C++ names asked for, when any: a source compiled without them keys as it always has)."""
     h = hashlib.sha256()
-    parts = [compiler.kind, compiler.version, name, source, "\0".join(options),
-             _include_signature(options)]
-    if fallback_includes:
-        parts.append(_fallback_signature(fallback_includes))
+    parts = [compiler.kind, compiler.version, name, source, "\0".join(options)]
+    if reaches_headers(source, options, compiler):
+        parts.append(_include_signature(options))
+        if fallback_includes:
+            parts.append(_fallback_signature(fallback_includes))
     if name_expressions:
         parts += ["name expressions", "\0".join(name_expressions)]
     for part in parts:
