@@ -10,8 +10,9 @@ For each class (a course assignment and a number of submissions: solutions, blan
 each code, the two alternating (now, before, before, now, ...) so a slow spell of a shared
 machine, and the first grading of a round (which runs slower), fall on both alike. Each grading is a fresh course root; ``PYTHONPATH`` names the checkout
 whose ``ptxlab`` every process of it imports (the grader, its workers, the sandboxed kernels
-and the launch services). Recorded: wall time, the CPU time of the grading's processes, and
-that both codes gave every student the same score.
+and the launch services). Recorded: wall time, the CPU time of the grading's processes, each
+grading step's mean time per submission (the ledger's ``steps_s``: where a change comes from),
+and that both codes gave every student the same score.
 
 ``--profile`` grades each class once more with the code now under ``py-spy record
 --subprocesses`` and counts the samples whose stack is inside the CPU model (``ptxlab/run/ptx``,
@@ -97,7 +98,43 @@ def grade_once(template: Path, dest: Path, assignment: str, tree: Path, workers:
         raise SystemExit(f"grading with {tree} failed ({done.returncode}):\n"
                          f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "scores": scores(dest, assignment)}
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "steps_s": step_means(dest, assignment), "scores": scores(dest, assignment)}
+
+
+def step_means(course: Path, assignment: str) -> dict[str, float]:
+    """Each grading step's mean seconds per submission, from the ledger's ``steps_s`` (the
+    worker's clock of one submission: where a change of the grading's time comes from)."""
+    totals: Counter[str] = Counter()
+    graded = 0
+    ledger = course / "grading" / assignment / "ledger.jsonl"
+    for line in ledger.read_text().splitlines() if ledger.exists() else []:
+        row = json.loads(line)
+        if isinstance(row.get("steps_s"), dict):
+            graded += 1
+            totals.update({k: float(v) for k, v in row["steps_s"].items()})
+    return {k: round(v / graded, 4) for k, v in totals.most_common()} if graded else {}
+
+
+def _step_lines(runs: list[dict]) -> list[str]:
+    """Mean seconds per submission of each grading step, now and before, over the rounds."""
+    mean: dict[str, dict[str, float]] = {}
+    for code in ("now", "before"):
+        steps = [r.get("steps_s") or {} for r in runs if r["code"] == code]
+        for k in {k for st in steps for k in st}:
+            mean.setdefault(k, {})[code] = sum(st.get(k, 0.0) for st in steps) / len(steps)
+    if not mean:
+        return []
+    lines = ["", "Each grading step, mean seconds per submission over the rounds (the "
+             "worker's clock of one submission; where workers share the cores, a step's time "
+             "includes waiting for one). The CPU model runs in *judge* (the grader's runs "
+             "of every kernel answer); the notebook in the sandbox holds only the client.", "",
+             "| step | before | now | change (+: faster now) |", "| --- | ---: | ---: | ---: |"]
+    for k, v in sorted(mean.items(), key=lambda kv: -kv[1].get("before", 0.0)):
+        was, now = v.get("before", 0.0), v.get("now", 0.0)
+        change = f"{(was - now) / was:+.0%}" if was else ""
+        lines.append(f"| {k} | {was:.3f} s | {now:.3f} s | {change} |")
+    return lines
 
 
 def _alive(pid: int) -> bool:
@@ -189,6 +226,7 @@ def markdown(result: dict) -> str:
             lines.append(f"- {name}: best before {min(was):.1f} s, now {min(now):.1f} s "
                          f"(**{best:+.1%}**); mean before {sum(was) / len(was):.1f} s, now "
                          f"{sum(now) / len(now):.1f} s (**{mean:+.1%}**); + is faster now.")
+        lines += _step_lines(c["runs"]) + [""]
         lines.append(f"- Every student the same score under both codes: "
                      f"**{'yes' if c['scores_agree'] else 'NO'}**"
                      + ("" if c["scores_agree"] else f" ({c['score_differences']})") + ".")
