@@ -362,16 +362,16 @@ class SoleWarpTracker(RaceTracker):
         self.written = np.zeros(max(1, size), bool)
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
-        where = (np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)
-        never = ~self.written[where]
+        idx, who, _ = access_units(lanes, off, nbytes, widest=1)
+        never = ~self.written[idx]
         if never.any():
             sid = self._site(what)
             if sid not in self._uninit_seen:
                 i = int(np.argmax(never))
                 self._uninit_seen.add(sid)
-                self.uninitialized.append((self._access("read", warp, lanes[i // nbytes], sid),
-                                           int(where[i]) + SHARED_START))
+                self.uninitialized.append((self._access("read", warp, who[i], sid),
+                                           int(idx[i]) + SHARED_START))
 
     def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
               unchanged: np.ndarray | None = None) -> None:
-        self.written[(np.asarray(off, np.int64)[:, None] + np.arange(nbytes)).reshape(-1)] = True
+        self.written[access_units(lanes, off, nbytes, widest=1)[0]] = True

@@ -9,7 +9,6 @@ them too): every stored cell is compared with what the emulator stores.
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
