@@ -18,68 +18,119 @@ from .errors import PtxSyntaxError
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Reg:
+class _Frozen:
+    """An immutable record: its fields are its ``__slots__``; equal to a record of the same
+    class with equal fields, hashed and printed as a frozen dataclass is. Written out rather
+    than ``@dataclass(frozen=True)``: a dataclass writes and compiles its methods when its module
+    is imported, and these eleven were about 6 ms of loading the CPU model, paid by every first
+    check and every grading process."""
+
+    __slots__ = ()
+
+    def _init(self, *values) -> None:
+        for name, value in zip(self.__slots__, values):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__qualname__}({fields})"
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r} of a {type(self).__name__}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r} of a {type(self).__name__}")
+
+    def __reduce__(self):
+        return type(self), self._values()
+
+
+class Reg(_Frozen):
     """A register (or predicate) by its unique name; ``neg`` for ``!%p``."""
-    name: str
-    neg: bool = False
+    __slots__ = ("name", "neg")
+
+    def __init__(self, name: str, neg: bool = False):
+        self._init(name, neg)
 
 
-@dataclass(frozen=True)
-class Imm:
+class Imm(_Frozen):
     """An integer immediate."""
-    value: int
+    __slots__ = ("value",)
+
+    def __init__(self, value: int):
+        self._init(value)
 
 
-@dataclass(frozen=True)
-class FImm:
+class FImm(_Frozen):
     """A floating-point immediate as raw bits of ``bits`` width (0f... is 32, 0d... is 64)."""
-    raw: int
-    bits: int
+    __slots__ = ("raw", "bits")
+
+    def __init__(self, raw: int, bits: int):
+        self._init(raw, bits)
 
 
-@dataclass(frozen=True)
-class Special:
+class Special(_Frozen):
     """A special register such as ``%tid.x`` or ``%laneid``."""
-    name: str
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self._init(name)
 
 
-@dataclass(frozen=True)
-class Sym:
+class Sym(_Frozen):
     """A label, variable or function name, optionally plus a byte offset."""
-    name: str
-    offset: int = 0
+    __slots__ = ("name", "offset")
+
+    def __init__(self, name: str, offset: int = 0):
+        self._init(name, offset)
 
 
-@dataclass(frozen=True)
-class Addr:
+class Addr(_Frozen):
     """``[base + offset]``: base is a Reg, a Sym, or None for an absolute address."""
-    base: object
-    offset: int = 0
+    __slots__ = ("base", "offset")
+
+    def __init__(self, base: object, offset: int = 0):
+        self._init(base, offset)
 
 
-@dataclass(frozen=True)
-class Vec:
+class Vec(_Frozen):
     """``{a, b, c, d}``."""
-    items: tuple
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple):
+        self._init(items)
 
 
-@dataclass(frozen=True)
-class Pair:
+class Pair(_Frozen):
     """``%p|%q`` (a predicate pair, or a value plus predicate)."""
-    first: object
-    second: object
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: object, second: object):
+        self._init(first, second)
 
 
-@dataclass(frozen=True)
-class Sink:
+class Sink(_Frozen):
     """``_``: a destination whose value is thrown away."""
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class ParenList:
+class ParenList(_Frozen):
     """``(a, b)`` in a ``call`` instruction."""
-    items: tuple
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple):
+        self._init(items)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,13 +138,13 @@ class ParenList:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Loc:
+class Loc(_Frozen):
     """A ``.loc`` directive: file index, line, column, and where it was inlined (if anywhere)."""
-    file: int
-    line: int
-    col: int
-    inlined_at: tuple[int, int, int] | None = None
+    __slots__ = ("file", "line", "col", "inlined_at")
+
+    def __init__(self, file: int, line: int, col: int,
+                 inlined_at: tuple[int, int, int] | None = None):
+        self._init(file, line, col, inlined_at)
 
 
 @dataclass
@@ -205,34 +256,26 @@ class _Stmt:
     line: int
 
 
+#: A string (kept whole, unterminated ones to the end), a line comment (its newline kept) or a
+#: block comment (unterminated ones to the end), whichever starts first.
+_COMMENT_OR_STRING = re.compile(r'"[^"]*"?|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL)
+
+
+def _blank_comment(m: re.Match) -> str:
+    text = m.group()
+    if text[0] == '"':
+        return text
+    if text[1] == "/":
+        return ""
+    return "".join("\n" if ch == "\n" else " " for ch in text)
+
+
 def _strip_comments(text: str) -> str:
-    """Blank out comments but keep line breaks, so line numbers survive."""
-    out, i, n = [], 0, len(text)
-    in_str = False
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == '"':
-                in_str = False
-            i += 1
-        elif c == '"':
-            in_str = True
-            out.append(c)
-            i += 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("".join("\n" if ch == "\n" else " " for ch in text[i:j]))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    """Blank out comments but keep line breaks, so line numbers survive; ``//`` or ``/*``
+    inside a string is text. One regex pass: a PTX of ten thousand lines is read often."""
+    if "/" not in text:
+        return text
+    return _COMMENT_OR_STRING.sub(_blank_comment, text)
 
 
 def _statements(text: str) -> list[_Stmt]:
