@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import in_process, isolation, launch_client
+from . import in_process
 from .errors import (BackendError, BackendUnavailable, CompileError, KernelDiagnostic,
                      KernelFault, LaunchError, RequestRefused, ServiceUnavailable,
                      first_compile_error)
@@ -112,6 +112,8 @@ def launch(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = ()
 
 def _launch_isolated(kwargs: dict, timeout_s: float | None, memory_mb: int | None) -> LaunchResult:
     """The launch in the service, else in a child; every outcome recorded in the launch log."""
+    from . import isolation, launch_client   # loaded by the first isolated launch, not before
+
     timeout_s = isolation.default_timeout_s() if timeout_s is None else float(timeout_s)
     memory_mb = isolation.default_memory_mb() if memory_mb is None else int(memory_mb)
     notes: dict = {}
@@ -154,6 +156,8 @@ def _launch_isolated(kwargs: dict, timeout_s: float | None, memory_mb: int | Non
 
 def launch_in_child(**kwargs: Any) -> LaunchResult:
     """What an isolated child runs: say where the launch runs, then run it there."""
+    from . import isolation
+
     isolation.write_note(in_process.where_it_runs(kwargs.get("source", ""),
                                                   kwargs.get("backend", "auto")))
     return in_process.run_here(**kwargs)
