@@ -193,9 +193,27 @@ def test_uninitialized_shared_reads_warn_as_before():
 
 
 def test_the_engine_is_chosen_by_name_or_environment(monkeypatch):
-    from ptxlab.run.ptx import wide
-    assert wide.engine() == "vector"
-    monkeypatch.setenv(wide.ENGINE_ENV, "warp")
-    assert wide.engine() == "warp"
+    from ptxlab.run.ptx import interpreter
+    assert interpreter.engine_named() == "vector"
+    monkeypatch.setenv(interpreter.ENGINE_ENV, "warp")
+    assert interpreter.engine_named() == "warp"
     with pytest.raises(ValueError, match="vector"):
-        wide.engine("fast")
+        interpreter.engine_named("fast")
+
+
+def test_a_one_warp_check_never_loads_the_vector_engine():
+    """One warp gains nothing from the vector run, so a process that launches only one warp
+    does not load it (a learner's first check pays for every module it loads)."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np\n"
+            "from ptxlab.run import cpu\n"
+            "src = 'extern \"C\" __global__ void k(int* o) { o[threadIdx.x] = threadIdx.x; }'\n"
+            "out = cpu.run_kernel(src, 'k', (1,), (32,), [np.zeros(32, np.int32)])[0]\n"
+            "assert list(out) == list(range(32))\n"
+            "print('ptxlab.run.ptx.wide' in sys.modules)\n"
+            "cpu.run_kernel(src, 'k', (2,), (32,), [np.zeros(64, np.int32)])\n"
+            "print('ptxlab.run.ptx.wide' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"]

@@ -13,13 +13,14 @@ arrays (copied).
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import memory, synccheck, wide
+from . import memory, synccheck
 from .errors import (Deadlock, DeviceAssertion, DivergenceFault, KernelFault, LaunchError,
                      MemoryFault, NeedsWarpByWarp, UndefinedStore, UnsupportedInstruction, Where)
 from .decode_context import (K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET, K_TRAP,
@@ -35,6 +36,11 @@ from .racecheck import RaceTracker, SoleWarpTracker, racecheck_mode
 from .values import WARP, constant
 
 _BIG = 1 << 62
+#: ``vector`` (default): a launch of several warps runs as one vector program where it can
+#: (:mod:`.wide`, loaded by the first such launch); ``warp``: always warp by warp (the model
+#: before the vector run, kept to compare with).
+ENGINE_ENV = "PTXLAB_CPU_ENGINE"
+ENGINES = ("vector", "warp")
 MAX_SHARED_BYTES = 227 * 1024               # per block on sm_90 (with the opt-in)
 DEFAULT_BRANCH_BUDGET = 20_000_000
 
@@ -466,6 +472,14 @@ class BlockRun:
 # A launch
 # ---------------------------------------------------------------------------------------------
 
+def engine_named(name: str | None = None) -> str:
+    """The engine asked for, else ``$PTXLAB_CPU_ENGINE``, else ``vector``."""
+    name = (name or os.environ.get(ENGINE_ENV) or "vector").strip().lower()
+    if name not in ENGINES:
+        raise ValueError(f"the CPU engine must be one of {ENGINES}, got {name!r}")
+    return name
+
+
 def _dims(value, what: str) -> tuple[int, int, int]:
     if isinstance(value, (int, np.integer)):
         value = (int(value),)
@@ -489,9 +503,9 @@ class Launch:
         """``device_memory`` and ``raw_params``: a whole program's launch, whose buffers live
         across launches and whose arguments come packed as the driver packs them;
         ``time_limit_s``: stop an endless loop after that long, not only after the budget;
-        ``engine``: ``vector`` or ``warp`` (:func:`.wide.engine`)."""
+        ``engine``: ``vector`` or ``warp`` (:func:`engine_named`)."""
         self.program = program
-        self.engine = wide.engine(engine)
+        self.engine = engine_named(engine)
         #: how the launch ran: ``vector``, or ``warp`` and why (set by :meth:`run`)
         self.ran_as: tuple[str, str] = ("warp", "")
         self.racecheck = racecheck_mode(racecheck)
@@ -639,9 +653,11 @@ class Launch:
 
     def run(self) -> list:
         with np.errstate(all="ignore"):
-            why = wide.why_not(self) if self.engine == "vector" else "asked for"
+            why = self._why_warp_by_warp()
             self.ran_as = ("warp", why)
             if not why:
+                from . import wide
+
                 saved = [(b, b.data.copy()) for b in self.glob.buffers]
                 try:
                     wide.run(self)
@@ -654,6 +670,17 @@ class Launch:
                     self.ran_as = ("warp", stop.reason)
             self._run_warp_by_warp()
         return self.outputs()
+
+    def _why_warp_by_warp(self) -> str:
+        """Why this launch runs warp by warp ("": it can run as one vector): asked for, one
+        warp (which gains nothing), or a kernel with no vector form."""
+        if self.engine != "vector":
+            return "asked for"
+        if self.grid[0] * self.grid[1] * self.grid[2] * self.nwarps == 1:
+            return "one warp"
+        from . import wide
+
+        return wide.why_warp_by_warp(self.program) or ""
 
     def _run_warp_by_warp(self) -> None:
         gx, gy, gz = self.grid

@@ -16,7 +16,6 @@ votes, calls and printf, volatile and ordered accesses).
 """
 from __future__ import annotations
 
-import os
 import time
 import warnings
 import weakref
@@ -32,10 +31,6 @@ from .memory import SHARED_START
 from .values import WARP
 from .wide_memory import WideSpaces
 
-#: ``vector`` (default): a launch of several warps runs as one vector program where it can;
-#: ``warp``: always warp by warp (the model before the vector run, kept to compare with).
-ENGINE_ENV = "PTXLAB_CPU_ENGINE"
-ENGINES = ("vector", "warp")
 #: Lanes of one vector: a launch with more runs in batches of whole blocks, in block order.
 MAX_LANES = 1 << 15
 
@@ -46,14 +41,6 @@ _ORDERED_OPS = {"atom", "red", "membar", "fence", "call", "shfl", "vote", "match
                 "activemask", "elect", "brx", "nanosleep", "griddepcontrol", "mbarrier",
                 "cp.async.bulk", "setmaxnreg"}
 _ORDERED_MODS = {"volatile", "relaxed", "acquire", "release", "acq_rel", "mmio", "sc"}
-
-
-def engine(name: str | None = None) -> str:
-    """The engine asked for, else ``$PTXLAB_CPU_ENGINE``, else ``vector``."""
-    name = (name or os.environ.get(ENGINE_ENV) or "vector").strip().lower()
-    if name not in ENGINES:
-        raise ValueError(f"the CPU engine must be one of {ENGINES}, got {name!r}")
-    return name
 
 
 def why_warp_by_warp(program) -> str | None:
@@ -286,15 +273,6 @@ def block_batches(launch) -> tuple[list[list[tuple[int, int, int]]], int]:
     return [blocks[i:i + per] for i in range(0, len(blocks), per)], per
 
 
-def why_not(launch) -> str:
-    """Why ``launch`` runs warp by warp ("": it can run as one vector): one warp gains
-    nothing, and a kernel may have no vector form."""
-    nblocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
-    if nblocks * launch.nwarps == 1:
-        return "one warp"
-    return why_warp_by_warp(launch.program) or ""
-
-
 def run(launch) -> None:
     """Run ``launch`` as vector programs, batch after batch; :class:`NeedsWarpByWarp` where
     the warp-by-warp model must answer (nothing of the run is to be kept then)."""
@@ -314,5 +292,4 @@ def run(launch) -> None:
         raise NeedsWarpByWarp(f"{type(exc).__name__}: {exc}") from None
 
 
-__all__ = ["ENGINE_ENV", "ENGINES", "MAX_LANES", "engine", "why_warp_by_warp", "WideWarp",
-           "block_batches", "why_not", "run"]
+__all__ = ["MAX_LANES", "why_warp_by_warp", "WideWarp", "block_batches", "run"]
