@@ -353,21 +353,16 @@ def _toolkit_signature(folder: str) -> str:
     upgraded or removed, and that adds, removes or replaces files, which changes the
     modification time of the folders holding them: so its signature is every folder's path,
     modification time and inode (a hundred or so folders, where the headers are two thousand
-    files to stat), taken once per process. Only folders are looked at: a file's name adds
-    nothing its folder's time does not already say; links to folders are not followed, as
-    ``os.walk`` does not."""
+    files to stat), taken once per process. A file's name adds nothing its folder's time does
+    not already say, so names are not signed."""
     h = hashlib.sha256()
-    stack = [folder]
-    while stack:
-        root = stack.pop()
+    for root, dirs, _ in os.walk(folder):
+        dirs.sort()
         try:
             st = os.stat(root)
-            with os.scandir(root) as entries:
-                subfolders = sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
         except OSError:
             continue
         h.update(f"{root}:{st.st_mtime_ns}:{st.st_ino};".encode())
-        stack.extend(reversed(subfolders))
     return h.hexdigest()
 
 

@@ -267,14 +267,9 @@ class RaceTracker:
         idx, who, _ = access_units(lanes, off, nbytes, widest=1)
         gen = self.generation
         sid = self._site(what)
-        ww = self._after_other_writer("read", warp, idx, who, sid)
-        never = ww < 0
+        never = self._after_other_writer("read", warp, idx, who, sid) < 0
         if never.any():
-            i = int(np.argmax(never))
-            if sid not in self._uninit_seen:
-                self._uninit_seen.add(sid)
-                self.uninitialized.append((self._access("read", warp, who[i], sid),
-                                           int(idx[i]) + SHARED_START))
+            self._note_unwritten_read(warp, never, idx, who, sid)
         stale = self.r_gen[idx] != gen
         if stale.any():
             s = idx[stale]
@@ -284,6 +279,16 @@ class RaceTracker:
         self.r_warp[idx] = warp
         self.r_lane[idx] = who
         self.r_site[idx] = sid
+
+    def _note_unwritten_read(self, warp: int, never: np.ndarray, idx: np.ndarray,
+                             who: np.ndarray, sid: int) -> None:
+        """Keep the first read at site ``sid`` of a byte nobody wrote (``never``: per byte of
+        the access), once per site, for the warning."""
+        if sid not in self._uninit_seen:
+            i = int(np.argmax(never))
+            self._uninit_seen.add(sid)
+            self.uninitialized.append((self._access("read", warp, who[i], sid),
+                                       int(idx[i]) + SHARED_START))
 
     def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
               unchanged: np.ndarray | None = None) -> None:
@@ -365,12 +370,7 @@ class SoleWarpTracker(RaceTracker):
         idx, who, _ = access_units(lanes, off, nbytes, widest=1)
         never = ~self.written[idx]
         if never.any():
-            sid = self._site(what)
-            if sid not in self._uninit_seen:
-                i = int(np.argmax(never))
-                self._uninit_seen.add(sid)
-                self.uninitialized.append((self._access("read", warp, who[i], sid),
-                                           int(idx[i]) + SHARED_START))
+            self._note_unwritten_read(warp, never, idx, who, self._site(what))
 
     def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
               unchanged: np.ndarray | None = None) -> None:
