@@ -83,10 +83,14 @@ def _owners(layout: FragmentLayout) -> np.ndarray:
 
 def _check_bijective(layout: FragmentLayout) -> FragmentLayout:
     """Every element of every matrix is held by exactly one (lane, reg, elem)."""
-    flat = layout.coords.reshape(-1, 3)
-    keys = {tuple(int(v) for v in x) for x in flat}
+    m, r, c = layout.coords.reshape(-1, 3).T
     expected = layout.matrices * layout.rows * layout.cols
-    if len(keys) != expected or len(flat) != expected:
+    inside = ((0 <= m) & (m < layout.matrices) & (0 <= r) & (r < layout.rows)
+              & (0 <= c) & (c < layout.cols)).all()
+    # one element each: as many holders as elements, no element held twice (counted by numpy,
+    # where a set of Python tuples cost a notebook's first mma cell tens of milliseconds)
+    if (len(m) != expected or not inside
+            or np.unique((m * layout.rows + r) * layout.cols + c).size != expected):
         raise AssertionError(f"layout {layout.name} is not one-to-one")
     return layout
 
@@ -287,12 +291,11 @@ def _tiled_layout(name: str, rows: int, cols: int, elem_bits: int,
     """
     per = block_cols // 4
     assert block_rows == 8 and per * elem_bits == 32, name
+    lane = np.arange(WARP_SIZE)[:, None, None]                    # (lane, reg, elem)
+    r0, c0 = (np.array(offsets)[None, :, None] for offsets in zip(*blocks))
     coords = np.zeros((WARP_SIZE, len(blocks), per, 3), dtype=np.int64)
-    for lane in range(WARP_SIZE):
-        g, t = lane // 4, lane % 4
-        for reg, (r0, c0) in enumerate(blocks):
-            for elem in range(per):
-                coords[lane, reg, elem] = (0, r0 + g, c0 + per * t + elem)
+    coords[..., 1] = r0 + lane // 4
+    coords[..., 2] = c0 + per * (lane % 4) + np.arange(per)
     return _check_bijective(FragmentLayout(name, 1, rows, cols, elem_bits, coords))
 
 
@@ -328,11 +331,10 @@ def _operand_cd(shape: str, ctype: str, which: str) -> FragmentLayout:
     layout = _tiled_layout(f"{shape}.{which}.{ctype}", 16, 8, bits, blocks, 8, block_cols)
     if bits == 32:
         # Four f32/s32 accumulators: c0,c1 = row g, cols 2t,2t+1; c2,c3 = row g+8.
+        lane, reg = np.arange(WARP_SIZE)[:, None], np.arange(4)[None, :]
         coords = np.zeros((WARP_SIZE, 4, 1, 3), dtype=np.int64)
-        for lane in range(WARP_SIZE):
-            g, t = lane // 4, lane % 4
-            for reg in range(4):
-                coords[lane, reg, 0] = (0, g + 8 * (reg // 2), 2 * t + reg % 2)
+        coords[..., 0, 1] = lane // 4 + 8 * (reg // 2)
+        coords[..., 0, 2] = 2 * (lane % 4) + reg % 2
         layout = _check_bijective(FragmentLayout(layout.name, 1, 16, 8, 32, coords))
     return layout
 

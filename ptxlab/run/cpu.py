@@ -26,7 +26,7 @@ from .ptx.interpreter import Launch
 from .ptx.parser import parse_module
 from .ptx.program import Program
 
-__all__ = ["available", "compile_ptx", "compile_ptx_for_names", "program_for", "run_kernel",
+__all__ = ["compile_ptx", "compile_ptx_for_names", "program_for", "run_kernel",
            "decode_count"]
 
 #: Options every CPU compile gets, the same language level the GPU backend uses.
@@ -36,14 +36,6 @@ _MAX_PROGRAMS = 64
 _programs: "OrderedDict[tuple, Program]" = OrderedDict()
 _lock = threading.Lock()
 _decodes = 0
-
-
-def available() -> tuple[bool, str]:
-    """``(ok, why)``: the CPU model needs only a CUDA-to-PTX compiler (NVRTC wheel or nvcc)."""
-    ok, why = nvrtc.compiler_status()
-    if not ok:
-        return False, why
-    return True, f"PTX interpreter, compiling with {why}"
 
 
 def decode_count() -> int:

@@ -14,6 +14,8 @@ names what is available (:func:`explain_compile_error`).
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import re
 import warnings
@@ -59,16 +61,27 @@ def cpu_module():
     return cpu
 
 
+@functools.lru_cache(maxsize=1)
+def _cpu_model_installed() -> bool:
+    return importlib.util.find_spec(f"{__package__}.cpu") is not None
+
+
 def cpu_available() -> tuple[bool, str]:
-    """``(ok, why)``: whether the CPU model can run kernels here."""
-    cpu = cpu_module()
-    if cpu is None:
+    """``(ok, why)``: whether the CPU model can run kernels here. The model needs only a
+    CUDA-to-PTX compiler (the NVRTC wheel or nvcc), so the compiler is asked and the model is
+    not loaded: a process whose launches run elsewhere (a graded notebook's kernel, whose
+    launches go to the launch service) never pays for loading it."""
+    if not _cpu_model_installed():
         return False, "the CPU model (ptxlab.run.cpu) is not installed"
+    from .ptx import nvrtc
+
     try:
-        ok, why = cpu.available()
+        ok, why = nvrtc.compiler_status()
     except Exception as exc:  # a broken install must not take the GPU path down with it
         return False, f"the CPU model failed its self-check: {exc}"
-    return bool(ok), str(why)
+    if not ok:
+        return False, str(why)
+    return True, f"PTX interpreter, compiling with {why}"
 
 
 def choose_backend(source: str, backend: str = "auto") -> tuple[str, str]:
@@ -177,6 +190,9 @@ def run_here(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = 
             raise explain_compile_error(exc, source) from None
         return LaunchResult(outputs, "gpu", gpu.status().device_label, reason)
     cpu = cpu_module()
+    if cpu is None:     # asked for by name, or found by find_spec but not importable
+        raise BackendUnavailable("CPU backend unavailable: the CPU model (ptxlab.run.cpu) "
+                                 "cannot be loaded")
     try:
         with warnings.catch_warnings(record=True) as noticed:
             warnings.simplefilter("always")

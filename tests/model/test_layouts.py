@@ -104,3 +104,23 @@ def test_every_form_is_one_to_one_and_listed():
 def test_unknown_mma_variant_is_a_clear_error():
     with pytest.raises(ValueError, match="not modelled"):
         layouts.mma_form("m16n8k16", "f16", "f16", "f16", "f32")
+
+
+@pytest.mark.parametrize("spoil, why", [
+    (lambda c: c.__setitem__((5, 0, 0), c[4, 0, 0]), "an element held twice"),
+    (lambda c: c.__setitem__((5, 0, 0, 2), 8), "a column past the matrix"),
+    (lambda c: c.__setitem__((5, 0, 0, 1), -1), "a negative row"),
+    (lambda c: c.__setitem__((5, 0, 0, 0), 1), "a matrix the fragment does not have"),
+])
+def test_a_layout_that_is_not_one_to_one_is_refused(spoil, why):
+    """The check every layout passes when it is built: one holder per element, each inside the
+    matrix (a layout that held one element twice and another not at all would otherwise give a
+    wrong picture and a wrong emulator)."""
+    good = layouts.mma_form("m16n8k16", "f16", "f16", "f32", "f32").c
+    assert layouts._check_bijective(good) is good
+    coords = good.coords.copy()
+    spoil(coords)
+    bad = layouts.FragmentLayout("spoilt", good.matrices, good.rows, good.cols,
+                                 good.elem_bits, coords)
+    with pytest.raises(AssertionError, match="not one-to-one"):
+        layouts._check_bijective(bad)

@@ -46,6 +46,8 @@ def machine(monkeypatch):
         monkeypatch.setattr(gpu, "status", lambda refresh=False: st)
         fake = FakeCpu(ok=True) if cpu else None
         monkeypatch.setattr(in_process, "cpu_module", lambda: fake)
+        monkeypatch.setattr(in_process, "cpu_available",
+                            lambda: fake.available() if fake else (False, "CPU model not installed"))
         monkeypatch.delenv("PTXLAB_ISOLATE", raising=False)
         return fake
     return setup
@@ -273,3 +275,34 @@ def test_cpu_model_errors_arrive_as_backend_errors(machine):
     cpu.run_kernel = raise_(ZeroDivisionError("a bug"))
     with pytest.raises(ZeroDivisionError):
         backends.launch(PLAIN_SRC, "k")
+
+
+def test_asking_where_kernels_run_does_not_load_the_cpu_model():
+    """A graded notebook's kernel says where kernels run and chooses a backend for every check,
+    but its launches run in the launch service: the CPU model (interpreter, parser, decoder) is
+    loaded by the first launch run in the process, never by the questions before it."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np\n"
+            "from ptxlab import backends\n"
+            f"src = {PLAIN_SRC!r}\n"
+            "backends.describe(); backends.cpu_available()\n"
+            "from ptxlab.run import in_process\n"
+            "backends.choose_backend(src, 'auto'); in_process.where_it_runs(src, 'cpu')\n"
+            "model = ('ptxlab.run.cpu', 'ptxlab.run.ptx.interpreter', 'ptxlab.run.ptx.parser')\n"
+            "print(any(m in sys.modules for m in model))\n"
+            "if backends.cpu_available()[0]:\n"
+            "    backends.launch(src, 'k', args=[np.zeros(32, np.int32)], backend='cpu')\n"
+            "    print(all(m in sys.modules for m in model))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[0] == "False"
+    assert done.stdout.split()[1:] in ([], ["True"])
+
+
+def test_a_cpu_model_that_cannot_be_loaded_is_an_unavailable_backend(monkeypatch):
+    monkeypatch.setattr(in_process, "cpu_available", lambda: (True, "compiler found"))
+    monkeypatch.setattr(in_process, "cpu_module", lambda: None)
+    monkeypatch.delenv("PTXLAB_ISOLATE", raising=False)
+    with pytest.raises(backends.BackendUnavailable, match="cannot be loaded"):
+        backends.launch(PLAIN_SRC, "k", args=[np.zeros(2, np.int32)], backend="cpu")

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from ptxlab.run import cpu
+from ptxlab.run.in_process import cpu_available
 from ptxlab.run.ptx import interpreter, program
 from ptxlab.run.ptx.errors import KernelFault
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 

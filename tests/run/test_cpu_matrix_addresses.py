@@ -13,11 +13,12 @@ import pytest
 
 from ptxlab.model import emulator
 from ptxlab.run import backends, cpu
+from ptxlab.run.in_process import cpu_available
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sanitizer"))
 from block_load import block_load_b  # noqa: E402
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 #: One warp loads (ldmatrix) or stores (stmatrix) with .xNUM; lanes past 8*NUM give IGNORED.

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ptxlab.run import cpu
+from ptxlab.run.in_process import cpu_available
 from ptxlab.run.ptx.racecheck import (BARRIER_ADVICE, OVERWRITE_ADVICE, REDUNDANT_COPY_ADVICE,
                                       RaceWarning, SharedMemoryRace)
 
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sanit
 from block_load import block_load_b  # noqa: E402
 from kernels import RACES, racy  # noqa: E402
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 ADVICE_OF = {"fill_then_load": BARRIER_ADVICE, "handoff": BARRIER_ADVICE,

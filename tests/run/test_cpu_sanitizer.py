@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ptxlab.run import cpu
+from ptxlab.run.in_process import cpu_available
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sanitizer"))
 from kernels import (BOTH_WRITE, FILL_THEN_LOAD, PRODUCER_CONSUMER,  # noqa: E402
@@ -22,7 +23,7 @@ from kernels import (BOTH_WRITE, FILL_THEN_LOAD, PRODUCER_CONSUMER,  # noqa: E40
 from ptxlab.run.ptx.racecheck import (RACECHECK_ENV, RaceWarning,  # noqa: E402
                                       SharedMemoryRace, UninitializedSharedRead)
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ptxlab.run import cpu
+from ptxlab.run.in_process import cpu_available
 from ptxlab.run.ptx.synccheck import BarrierDivergence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sanitizer"))
@@ -23,7 +24,7 @@ from barriers import (BARRIERS, EARLY_RETURN, HALF_A_WARP, IN_WARP_ZERO,  # noqa
                       SYNCWARP_EXITED, TWO_PLACES, TWO_PLACES_IN_A_WARP, UNEVEN_LOOP)
 from block_load import block_load_b  # noqa: E402
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 

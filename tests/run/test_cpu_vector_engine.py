@@ -8,12 +8,13 @@ import warnings
 import numpy as np
 import pytest
 
-from ptxlab.run.cpu import available, program_for
+from ptxlab.run.cpu import program_for
+from ptxlab.run.in_process import cpu_available
 from ptxlab.run.ptx.errors import KernelFault
 from ptxlab.run.ptx.interpreter import Launch
 from ptxlab.run.ptx.racecheck import UninitializedSharedRead
 
-pytestmark = pytest.mark.skipif(not available()[0], reason="no CUDA-to-PTX compiler here")
+pytestmark = pytest.mark.skipif(not cpu_available()[0], reason="no CUDA-to-PTX compiler here")
 
 
 def _launch(source: str, kernel: str, grid, block, args, engine: str, shared_mem: int = 0,

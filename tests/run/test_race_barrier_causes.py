@@ -17,6 +17,7 @@ import pytest
 
 from ptxlab.run import cpu
 from ptxlab.run.failure import MAX_CAUSE, Failure, FailureKind, RaceSide, lanes_text
+from ptxlab.run.in_process import cpu_available
 from ptxlab.run.ptx.racecheck import (BARRIER_ADVICE, OVERWRITE_ADVICE, REDUNDANT_COPY_ADVICE,
                                       SharedMemoryRace)
 from ptxlab.run.ptx.synccheck import BarrierDivergence
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sanit
 from barriers import BARRIERS  # noqa: E402
 from kernels import RACES, racy  # noqa: E402
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 #: Every warp copies the whole tile (the copy loop not split by thread): write-after-write of the

@@ -14,11 +14,11 @@ import re
 import pytest
 
 from ptxlab.authoring import mutants
-from ptxlab.run import cpu
 from ptxlab.run.failure import MAX_CAUSE, FailureKind, lanes_text
+from ptxlab.run.in_process import cpu_available
 from ptxlab.run.ptx.racecheck import BARRIER_ADVICE, REDUNDANT_COPY_ADVICE
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 #: The race and barrier mistakes of the course, with the kind of failure each must end in.

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from ptxlab.run import cpu
+from ptxlab.run.in_process import cpu_available
+from ptxlab.run.ptx.racecheck import BARRIER_ADVICE
 from ptxlab.run.sources import PROJECT_ROOT
 from ptxlab.teach.exercises import ldmatrix_trans as ex
-from ptxlab.run.ptx.racecheck import BARRIER_ADVICE
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 _TEXT = (PROJECT_ROOT / "course" / "text" / "03_ldmatrix_trans.py").read_text()

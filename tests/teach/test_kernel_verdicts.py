@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 from ptxlab.run import backends, cpu, gpu
+from ptxlab.run.in_process import cpu_available
 from ptxlab.run.ptx.racecheck import BARRIER_ADVICE
 from ptxlab.teach.exercises.kernel_exercise import KernelExercise, KernelRun, run_kernel_case
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "sanitizer"))
 from kernels import FILL_THEN_LOAD, generic_source  # noqa: E402
 
-ok, why = cpu.available()
+ok, why = cpu_available()
 pytestmark = pytest.mark.skipif(not ok, reason=f"CPU model unavailable: {why}")
 
 SYNCED = FILL_THEN_LOAD.replace("SYNC", "__syncthreads();")
