@@ -132,6 +132,10 @@ def _from_plain(value: Any) -> Any:
 
 
 def _key(args: tuple, kwargs: dict) -> str:
+    """The text naming one call. A call of plain ints only (a lane, a register: most of the
+    judge's thousands of lookups per notebook) skips :func:`to_plain`, which gives the same."""
+    if not kwargs and all(type(a) is int for a in args):
+        return f"[[{', '.join(map(str, args))}], []]"         # json.dumps([list(args), []])
     return json.dumps([to_plain(list(args)), to_plain(sorted(kwargs.items()))])
 
 

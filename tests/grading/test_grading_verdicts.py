@@ -104,6 +104,23 @@ def test_kernels_get_fresh_values_so_a_table_fails():
     # the same move of values: renaming commutes with the load
     v = int(fresh.args[0][5 * 16 + 3])
     assert fresh.describe_value(v) == "A[5][3]"
+    # every renamed value names the element it stands for
+    assert all(fresh.describe_value(int(new)) == run.describe_value(int(old))
+               for new, old in zip(fresh.args[0], run.args[0]))
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((), {}), ((3,), {}), ((31, 3, 1), {}), ((-1, 10**30), {}), ((True, 1), {}),
+    ((1.5, 2), {}), ((np.int64(7), 2), {}), (((1, 2), 3), {}), (("a",), {}), ((1,), {"bits": 16}),
+])
+def test_a_call_is_named_alike_however_its_numbers_came(args, kwargs):
+    """The judge names each call of a learner's function by its arguments as data; plain ints
+    take a shorter road to the same text."""
+    from ptxlab.teach import answers
+
+    assert answers._key(args, kwargs) == json.dumps(
+        [answers.to_plain(list(args)), answers.to_plain(sorted(kwargs.items()))])
+    assert answers._key((np.int64(5),), {}) == answers._key((5,), {})
 
 
 def _cell(source, grade_id=None, solution=False, grade=False):
