@@ -2,7 +2,8 @@
 
 The pass (comments blanked, strings and line numbers kept) is one regular expression. These
 tests hold it to the character-by-character scan it replaced (kept here as the reference), over
-random texts made of the pieces that matter: quotes, slashes, stars and newlines. The operand
+random texts made of the pieces that matter: quotes, slashes, stars and newlines. So are where a
+statement ends and how an operand list splits, against the scans they replaced. The operand
 records are written out by hand; they must behave as the frozen dataclasses they replaced."""
 from __future__ import annotations
 
@@ -54,6 +55,71 @@ def test_random_texts_strip_as_the_scan_did(seed):
     rng = random.Random(seed)
     text = "".join(rng.choice(_PIECES) for _ in range(rng.randrange(0, 40)))
     assert parser._strip_comments(text) == _reference_strip(text), repr(text)
+
+
+def _reference_statement_end(text: str, i: int) -> int:
+    """The character-by-character scan that found where a statement ends."""
+    n = len(text)
+    depth_paren = depth_brace = 0
+    j = i
+    in_str = False
+    while j < n:
+        ch = text[j]
+        if in_str:
+            if ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch == "(":
+            depth_paren += 1
+        elif ch == ")":
+            depth_paren -= 1
+        elif ch == "{":
+            if depth_paren == 0 and depth_brace == 0 and parser._is_function_header(text[i:j]):
+                break
+            depth_brace += 1
+        elif ch == "}":
+            if depth_brace == 0:
+                break
+            depth_brace -= 1
+        elif ch == ";" and depth_paren == 0 and depth_brace == 0:
+            break
+        j += 1
+    return j
+
+
+def _reference_split_top(text: str, sep: str = ",") -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    tail = "".join(cur).strip()
+    if tail or parts:
+        parts.append(tail)
+    return parts
+
+
+_STATEMENT_PIECES = ['"', ";", "(", ")", "{", "}", "[", "]", ",", " ", "%r1", ".entry k",
+                     ".func f", "\n", "ld.u32", "x"]
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_random_statements_end_and_split_as_the_scans_did(seed):
+    """Where a statement ends, and an operand list split at its top-level commas, agree with
+    the scans they replaced (which stepped through every character)."""
+    rng = random.Random(seed)
+    text = "".join(rng.choice(_STATEMENT_PIECES) for _ in range(rng.randrange(0, 30)))
+    for i in range(len(text) + 1):
+        assert parser._statement_end(text, i) == _reference_statement_end(text, i), (text, i)
+    for sep in (",", "|"):
+        assert parser._split_top(text, sep) == _reference_split_top(text, sep), (text, sep)
 
 
 def test_line_numbers_survive_comments_and_a_slash_in_a_string_is_text():

@@ -358,36 +358,43 @@ def _closing_brace(text: str, k: int) -> int:
     return m
 
 
+#: A run of characters that changes nothing in a statement's nesting (no quote, ';', bracket).
+_PLAIN_RUN = re.compile(r'[^";(){}]*')
+
+
 def _statement_end(text: str, i: int) -> int:
     """Where the ordinary statement starting at ``text[i]`` ends: its ';' at nesting depth 0,
-    the '{' that opens a function body, or an unmatched '}' (or the end of the text)."""
+    the '{' that opens a function body, or an unmatched '}' (or the end of the text). Runs of
+    plain characters are skipped by one regex match, a string by one ``find``."""
     n = len(text)
     depth_paren = depth_brace = 0
     j = i
-    in_str = False
-    while j < n:
+    while True:
+        j = _PLAIN_RUN.match(text, j).end()
+        if j >= n:
+            return n
         ch = text[j]
-        if in_str:
-            if ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch == "(":
+        if ch == '"':
+            k = text.find('"', j + 1)
+            if k < 0:
+                return n
+            j = k + 1
+            continue
+        if ch == "(":
             depth_paren += 1
         elif ch == ")":
             depth_paren -= 1
         elif ch == "{":
             if depth_paren == 0 and depth_brace == 0 and _is_function_header(text[i:j]):
-                break
+                return j
             depth_brace += 1
         elif ch == "}":
             if depth_brace == 0:
-                break
+                return j
             depth_brace -= 1
-        elif ch == ";" and depth_paren == 0 and depth_brace == 0:
-            break
+        elif depth_paren == 0 and depth_brace == 0:        # ';'
+            return j
         j += 1
-    return j
 
 
 def _is_function_header(text: str) -> bool:
@@ -408,6 +415,10 @@ _SPECIAL_BASES = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
+    """``text`` split at each ``sep`` outside brackets, each part stripped."""
+    if not any(b in text for b in "[]{}()"):       # most operand lists: no nesting to track
+        parts = [p.strip() for p in text.split(sep)]
+        return [] if parts == [""] else parts
     parts, depth, cur = [], 0, []
     for ch in text:
         if ch in "[{(":
