@@ -26,7 +26,6 @@ template kernel exists only once instantiated: both are asked for by their C++ n
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import glob
 import hashlib
@@ -88,6 +87,8 @@ def _system_library_candidates() -> list[Path]:
             found += [Path(p) for p in sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so*")),
                                               reverse=True)
                       if "builtins" not in p and ".alt." not in p]
+    import ctypes.util      # only where a library is looked for: a cached PTX never pays 4 ms
+
     name = ctypes.util.find_library("nvrtc")
     if name:
         found.append(Path(name))
