@@ -1,6 +1,8 @@
-"""Shared test set-up: the ``gpu`` marker skips, with the reason, where no usable GPU is present."""
+"""Shared test set-up: the ``gpu`` marker skips, with the reason, where no usable GPU is present;
+``fresh_python`` runs code in a new process."""
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,3 +32,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_python():
+    """``run(code) -> printed lines`` of ``code`` run by a new Python process: what a module
+    costs to load is seen only in a process that has not loaded it yet. A failure shows the
+    child's traceback."""
+    def run(code: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.splitlines()
+    return run

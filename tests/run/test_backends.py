@@ -277,12 +277,10 @@ def test_cpu_model_errors_arrive_as_backend_errors(machine):
         backends.launch(PLAIN_SRC, "k")
 
 
-def test_asking_where_kernels_run_does_not_load_the_cpu_model():
+def test_asking_where_kernels_run_does_not_load_the_cpu_model(fresh_python):
     """A graded notebook's kernel says where kernels run and chooses a backend for every check,
     but its launches run in the launch service: the CPU model (interpreter, parser, decoder) is
     loaded by the first launch run in the process, never by the questions before it."""
-    import subprocess
-    import sys
     code = ("import sys, numpy as np\n"
             "from ptxlab import backends\n"
             f"src = {PLAIN_SRC!r}\n"
@@ -294,10 +292,9 @@ def test_asking_where_kernels_run_does_not_load_the_cpu_model():
             "if backends.cpu_available()[0]:\n"
             "    backends.launch(src, 'k', args=[np.zeros(32, np.int32)], backend='cpu')\n"
             "    print(all(m in sys.modules for m in model))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[0] == "False"
-    assert done.stdout.split()[1:] in ([], ["True"])
+    printed = fresh_python(code)
+    assert printed[0] == "False"
+    assert printed[1:] in ([], ["True"])
 
 
 def test_a_cpu_model_that_cannot_be_loaded_is_an_unavailable_backend(monkeypatch):
@@ -308,13 +305,10 @@ def test_a_cpu_model_that_cannot_be_loaded_is_an_unavailable_backend(monkeypatch
         backends.launch(PLAIN_SRC, "k", args=[np.zeros(2, np.int32)], backend="cpu")
 
 
-def test_a_first_check_loads_no_library_it_does_not_use(tmp_path):
+def test_a_first_check_loads_no_library_it_does_not_use(tmp_path, fresh_python):
     """A notebook's first check pays for every module it loads: numpy.ma (which np.unique
     loads) and ctypes.util (which looks for a compiler library) cost it 17 ms and 4 ms, and
     neither is needed for a check whose PTX is cached."""
-    import subprocess
-    import sys
-
     from ptxlab.authoring.course_cases import exercise_home, solution_kernels
     found = {ex.key: (ex, src) for _, ex, src in solution_kernels()}
     ex, src = found["mma.tile_kernel"]
@@ -326,7 +320,5 @@ def test_a_first_check_loads_no_library_it_does_not_use(tmp_path):
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    ex.check(src)\n"
             "print(sorted(m for m in ('numpy.ma', 'ctypes.util') if m in sys.modules))\n")
-    for _ in range(2):      # the second process surely finds its PTX in the cache
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split("\n")[-2] == "[]"
+    fresh_python(code)      # the second process surely finds its PTX in the cache
+    assert fresh_python(code)[-1] == "[]"

@@ -202,11 +202,9 @@ def test_the_engine_is_chosen_by_name_or_environment(monkeypatch):
         interpreter.engine_named("fast")
 
 
-def test_a_one_warp_check_never_loads_the_vector_engine():
+def test_a_one_warp_check_never_loads_the_vector_engine(fresh_python):
     """One warp gains nothing from the vector run, so a process that launches only one warp
     does not load it (a learner's first check pays for every module it loads)."""
-    import subprocess
-    import sys
     code = ("import sys, numpy as np\n"
             "from ptxlab.run import cpu\n"
             "src = 'extern \"C\" __global__ void k(int* o) { o[threadIdx.x] = threadIdx.x; }'\n"
@@ -215,6 +213,4 @@ def test_a_one_warp_check_never_loads_the_vector_engine():
             "print('ptxlab.run.ptx.wide' in sys.modules)\n"
             "cpu.run_kernel(src, 'k', (2,), (32,), [np.zeros(64, np.int32)])\n"
             "print('ptxlab.run.ptx.wide' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["False", "True"]
+    assert fresh_python(code) == ["False", "True"]
