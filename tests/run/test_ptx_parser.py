@@ -2,8 +2,9 @@
 
 The pass (comments blanked, strings and line numbers kept) is one regular expression. These
 tests hold it to the character-by-character scan it replaced (kept here as the reference), over
-random texts made of the pieces that matter: quotes, slashes, stars and newlines. So are where a
-statement ends and how an operand list splits, against the scans they replaced. The operand
+random texts made of the pieces that matter: quotes, slashes, stars and newlines. So is where a
+statement ends, against the scan it replaced, and the split of an operand list without
+brackets, against the split that steps through every character. The operand
 records are written out by hand; they must behave as the frozen dataclasses they replaced."""
 from __future__ import annotations
 
@@ -88,38 +89,21 @@ def _reference_statement_end(text: str, i: int) -> int:
     return j
 
 
-def _reference_split_top(text: str, sep: str = ",") -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        if ch == sep and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    tail = "".join(cur).strip()
-    if tail or parts:
-        parts.append(tail)
-    return parts
-
-
 _STATEMENT_PIECES = ['"', ";", "(", ")", "{", "}", "[", "]", ",", " ", "%r1", ".entry k",
                      ".func f", "\n", "ld.u32", "x"]
 
 
 @pytest.mark.parametrize("seed", range(300))
 def test_random_statements_end_and_split_as_the_scans_did(seed):
-    """Where a statement ends, and an operand list split at its top-level commas, agree with
-    the scans they replaced (which stepped through every character)."""
+    """Where a statement ends agrees with the scan it replaced, and an operand list split at
+    its top-level commas with the character-by-character split that handles any brackets
+    (both step through every character)."""
     rng = random.Random(seed)
     text = "".join(rng.choice(_STATEMENT_PIECES) for _ in range(rng.randrange(0, 30)))
     for i in range(len(text) + 1):
         assert parser._statement_end(text, i) == _reference_statement_end(text, i), (text, i)
     for sep in (",", "|"):
-        assert parser._split_top(text, sep) == _reference_split_top(text, sep), (text, sep)
+        assert parser._split_top(text, sep) == parser._split_nested(text, sep), (text, sep)
 
 
 def test_line_numbers_survive_comments_and_a_slash_in_a_string_is_text():

@@ -419,6 +419,12 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
     if not any(b in text for b in "[]{}()"):       # most operand lists: no nesting to track
         parts = [p.strip() for p in text.split(sep)]
         return [] if parts == [""] else parts
+    return _split_nested(text, sep)
+
+
+def _split_nested(text: str, sep: str) -> list[str]:
+    """:func:`_split_top` for any text, stepping through every character to track how deep in
+    brackets it is."""
     parts, depth, cur = [], 0, []
     for ch in text:
         if ch in "[{(":
