@@ -12,6 +12,7 @@ lacks (``<cstdint>``...) come from ``ptxlab/run/nvrtc_headers``, as on the CPU m
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -257,8 +258,15 @@ def required_compute_capability(source: str) -> tuple[int, list[str]]:
 
     A textual scan of the code (comments and ``#include`` lines removed) for the instruction
     names, which also catches the wrappers of ``kernels/*.cuh`` (``ptxlab::stmatrix_x4``...).
-    Including a header without calling it does not count.
+    Including a header without calling it does not count. Remembered per source: every launch
+    asks it, and a check launches the same source several times.
     """
+    need, uses = _required(source)
+    return need, list(uses)
+
+
+@functools.lru_cache(maxsize=64)
+def _required(source: str) -> tuple[int, tuple[str, ...]]:
     code = _INCLUDES.sub("", _COMMENTS.sub("", source))
     uses: list[tuple[str, int]] = []
     if re.search(r"(ldmatrix|stmatrix)[\w.:]*?[._](m16n16|m8n16|m16n8)(?![0-9k])|\.b8x16\b", code):
@@ -276,9 +284,9 @@ def required_compute_capability(source: str) -> tuple[int, list[str]]:
         elif re.search(r"m16n8k8", code):
             uses.append(("mma.m16n8k8", 75))
     if not uses:
-        return 0, []
+        return 0, ()
     need = max(sm for _, sm in uses)
-    return need, [name for name, sm in uses if sm == need]
+    return need, tuple(name for name, sm in uses if sm == need)
 
 
 # ---------------------------------------------------------------------------------------------

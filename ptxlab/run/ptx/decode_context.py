@@ -49,9 +49,14 @@ class FunctionCode:
     local_size: int = 0
     local_offsets: dict = field(default_factory=dict)
     width: int = WARP                     # lanes per register array (32: one warp)
+    _zero_registers: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def initial_registers(self) -> list:
-        return [_zeros(d, self.width) for d in self.reg_dtypes]
+        """A fresh register file, every register the shared read-only zero of its type (the
+        list is new for each flow; the arrays are replaced, never written, as it runs)."""
+        if len(self._zero_registers) != len(self.reg_dtypes):
+            self._zero_registers = [_zeros(d, self.width) for d in self.reg_dtypes]
+        return list(self._zero_registers)
 
 
 _ZEROS: dict = {}

@@ -14,6 +14,7 @@ raises a :class:`LaneFault` that names the lane; the interpreter adds block, war
 """
 from __future__ import annotations
 
+import bisect
 import warnings
 from dataclasses import dataclass
 
@@ -63,6 +64,7 @@ class GlobalMemory:
     def __init__(self):
         self.buffers: list[Buffer] = []
         self._bases = np.zeros(0, dtype=np.uint64)
+        self._base_list: list[int] = []       # the same, as ints, for :meth:`holding`
         self._next = GLOBAL_BASE
 
     def add(self, nbytes: int, name: str, init: bytes | np.ndarray | None = None,
@@ -77,6 +79,7 @@ class GlobalMemory:
         self._next += (padded + GLOBAL_STRIDE + GLOBAL_STRIDE - 1) // GLOBAL_STRIDE * GLOBAL_STRIDE
         self.buffers.append(buf)
         self._bases = np.array([b.base for b in self.buffers], dtype=np.uint64)
+        self._base_list = [b.base for b in self.buffers]
         return buf
 
     def remove(self, base: int) -> bool:
@@ -85,6 +88,7 @@ class GlobalMemory:
             if b.base == base:
                 del self.buffers[i]
                 self._bases = np.array([x.base for x in self.buffers], dtype=np.uint64)
+                self._base_list = [x.base for x in self.buffers]
                 return True
         return False
 
@@ -95,6 +99,16 @@ class GlobalMemory:
             if b.base <= addr and addr + nbytes <= b.base + b.size:
                 return b, addr - b.base
         raise ValueError(self.describe(addr, nbytes))
+
+    def holding(self, low: int, high_end: int) -> int:
+        """Index of the one buffer that holds every byte from ``low`` to ``high_end`` (the end
+        of the highest access), or -1: the whole-warp test of :meth:`Spaces.load` and
+        :meth:`Spaces.store`, two comparisons where :meth:`locate` places every lane."""
+        k = bisect.bisect_right(self._base_list, low) - 1
+        if k < 0:
+            return -1
+        b = self.buffers[k]
+        return k if high_end <= b.base + b.size else -1
 
     def locate(self, addrs: np.ndarray, nbytes: int, lanes: np.ndarray, what: str) -> np.ndarray:
         """Index of the buffer holding each access; faults name the first bad lane."""
@@ -165,8 +179,28 @@ def _scatter(data: np.ndarray, off: np.ndarray, values: np.ndarray) -> None:
         view[idx[:, None] + np.arange(count)] = values
 
 
+_START = np.uint64(SHARED_START)
+
+
+def _low_bits(addrs: np.ndarray) -> int:
+    """The low bits any of ``addrs`` has set (one reduction: an aligned warp has none below
+    its access size)."""
+    return int(np.bitwise_or.reduce(addrs))
+
+
 class Spaces:
-    """Everything a warp's loads and stores reach: global, its block's shared, its local."""
+    """Everything a warp's loads and stores reach: global, its block's shared, its local.
+
+    A ``.shared`` or ``.global`` access whose lanes are all aligned and inside one buffer (the
+    shared memory, or one global buffer) is checked with two reductions and goes straight to
+    the bytes; any other access takes the lane-by-lane path, which names the first bad lane.
+    Both paths do the same to memory and to the race tracker."""
+
+    #: whether :meth:`load` and :meth:`store` may take the whole-warp path, which places a
+    #: shared access by its ``.shared`` address and tells no global watcher (a subclass that
+    #: places lanes differently or watches global accesses, such as many warps side by side,
+    #: turns it off)
+    whole_warp_checks = True
 
     __slots__ = ("glob", "shared", "shared_size", "local", "params", "param_size", "race",
                  "warp", "source_of")
@@ -201,7 +235,12 @@ class Spaces:
         esize = np.dtype(dtype).itemsize
         total = esize * count
         addrs = addrs.astype(np.uint64, copy=False)
-        check_alignment(addrs, total if count > 1 else esize, lanes, what)
+        align = total if count > 1 else esize
+        if self.whole_warp_checks and addrs.size and (space == "shared" or space == "global"):
+            got = self._load_whole_warp(space, addrs, lanes, dtype, count, total, align, what)
+            if got is not None:
+                return got
+        check_alignment(addrs, align, lanes, what)
         if space == "generic":
             sh, lo, pa = self.split_generic(addrs)
             if not (sh.any() or lo.any() or pa.any()):
@@ -236,6 +275,40 @@ class Spaces:
             return _gather(self.params, off, dtype, count)
         raise LaneFault(f"{what}: state space .{space} is not modelled", lanes[:1],
                         kind="unsupported")
+
+    def _load_whole_warp(self, space, addrs, lanes, dtype, count, total, align, what):
+        """The load when every lane is aligned and inside one buffer, else ``None``."""
+        if _low_bits(addrs) & (align - 1):
+            return None
+        if space == "shared":
+            if int((addrs - _START).max()) + total > self.shared_size:
+                return None                     # below the start, past the end, or generic
+            self._watch_shared("read", lanes, addrs.astype(np.int64) - SHARED_START, total,
+                               what)
+            return _gather(self.shared, addrs, dtype, count)
+        k = self.glob.holding(int(addrs.min()), int(addrs.max()) + total)
+        if k < 0:
+            return None
+        b = self.glob.buffers[k]
+        return _gather(b.data, addrs - np.uint64(b.base), dtype, count)
+
+    def _store_whole_warp(self, space, addrs, lanes, values, total, align, what) -> bool:
+        """The store when every lane is aligned and inside one writable buffer: done, ``True``."""
+        if _low_bits(addrs) & (align - 1):
+            return False
+        if space == "shared":
+            if int((addrs - _START).max()) + total > self.shared_size:
+                return False
+            self._watch_shared("write", lanes, addrs.astype(np.int64) - SHARED_START, total,
+                               what, values)
+            _scatter(self.shared, addrs, values)
+            return True
+        k = self.glob.holding(int(addrs.min()), int(addrs.max()) + total)
+        if k < 0 or not self.glob.buffers[k].writable:
+            return False
+        b = self.glob.buffers[k]
+        _scatter(b.data, addrs - np.uint64(b.base), values)
+        return True
 
     def _load_global(self, addrs, lanes, dtype, count, total, what):
         k = self.glob.locate(addrs, total, lanes, what)
@@ -327,6 +400,10 @@ class Spaces:
         esize = values.dtype.itemsize
         total = esize * count
         addrs = addrs.astype(np.uint64, copy=False)
+        if self.whole_warp_checks and addrs.size and (space == "shared" or space == "global") \
+                and self._store_whole_warp(space, addrs, lanes, values, total,
+                                           total if count > 1 else esize, what):
+            return
         check_alignment(addrs, total if count > 1 else esize, lanes, what)
         if space == "generic":
             sh, lo, pa = self.split_generic(addrs)

@@ -367,11 +367,24 @@ class SoleWarpTracker(RaceTracker):
         self.written = np.zeros(max(1, size), bool)
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
+        if self.written[_bytes_of(off, nbytes)].all():
+            return                              # the usual case: nothing to note
         idx, who, _ = access_units(lanes, off, nbytes, widest=1)
-        never = ~self.written[idx]
-        if never.any():
-            self._note_unwritten_read(warp, never, idx, who, self._site(what))
+        self._note_unwritten_read(warp, ~self.written[idx], idx, who, self._site(what))
 
     def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
               unchanged: np.ndarray | None = None) -> None:
-        self.written[access_units(lanes, off, nbytes, widest=1)[0]] = True
+        self.written[_bytes_of(off, nbytes)] = True
+
+
+_BYTE_STEPS = [np.arange(n) for n in range(33)]
+
+
+def _bytes_of(off: np.ndarray, nbytes: int) -> np.ndarray:
+    """Every byte an access of ``nbytes`` at each offset touches, lane by lane (the indices
+    :func:`access_units` gives byte by byte, without the lane of each)."""
+    off = np.asarray(off, np.int64)
+    if nbytes == 1:
+        return off
+    steps = _BYTE_STEPS[nbytes] if nbytes < len(_BYTE_STEPS) else np.arange(nbytes)
+    return (off[:, None] + steps).reshape(-1)

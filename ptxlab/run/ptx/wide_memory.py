@@ -213,6 +213,7 @@ class WideSpaces(Spaces):
     :class:`IntervalGuard`, every global one by an :class:`OrderGuard` per buffer."""
 
     __slots__ = ("segment", "shared_guard", "global_guards", "_guard_args")
+    whole_warp_checks = False       # lanes of many blocks, and global accesses watched
 
     def __init__(self, glob, shared: np.ndarray, shared_size: int, local, params,
                  segment: np.ndarray, lane_warp: np.ndarray, warp_block: np.ndarray,

@@ -256,9 +256,8 @@ def mma(ins, cx):
     gc = [cx.src(r, "b32") for r in _regs(cop)]
 
     def stack(w, gets):
-        cols = [np.broadcast_to(np.asarray(g(w)).astype(np.uint32, copy=False), (WARP,))
-                for g in gets]
-        return np.stack(cols, axis=1)
+        # every getter gives the warp's (32,) register of b32 bits
+        return np.stack([g(w) for g in gets], axis=1).astype(np.uint32, copy=False)
 
     def fn(w, m):
         d = emulator.mma(shape, stack(w, ga), stack(w, gb), stack(w, gc), atype=atype,

@@ -1,0 +1,179 @@
+"""A warp's ``.shared``/``.global`` access that is aligned and inside one buffer is checked for
+the whole warp at once (``Spaces.load``/``Spaces.store``); every other access takes the lane by
+lane path. Both must leave memory, the race tracker and the fault (its kind, words and lane)
+exactly as the lane-by-lane path alone does, also at the edges of a buffer, where a bulk test
+that is off by one byte would let an access through."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from ptxlab.run import gpu
+from ptxlab.run.ptx import memory, racecheck
+from ptxlab.run.ptx.interpreter import _launch_shape
+
+
+class _LaneByLane(memory.Spaces):
+    __slots__ = ()
+    whole_warp_checks = False
+
+
+class _Ins:
+    line = 7
+    text = "st.shared.u16 [%r1], %rs1;"
+    full_opcode = "st.shared.u16"
+
+
+class _Program:
+    def source_location(self, ins):
+        return "", ""
+
+
+SHARED_SIZE = 200                      # not a multiple of 16: the last bytes are an edge
+SITE = racecheck.Site(_Ins())
+
+
+def _spaces(cls, tracker_cls=racecheck.SoleWarpTracker):
+    glob = memory.GlobalMemory()
+    glob.add(100, "argument 0", np.arange(100, dtype=np.uint8))
+    glob.add(64, "variable table", np.arange(64, dtype=np.uint8)[::-1].copy(), writable=False)
+    glob.add(48, "argument 1")
+    shared = np.zeros(memory.SHARED_START + 208, np.uint8)
+    shared[memory.SHARED_START:] = np.arange(208, dtype=np.uint8)
+    sp = cls(glob, shared, SHARED_SIZE, None, np.zeros(16, np.uint8))
+    sp.race = tracker_cls(SHARED_SIZE, _Program(), (0, 0, 0))
+    if tracker_cls is racecheck.SoleWarpTracker:
+        sp.race.written[:120] = True                 # some bytes written before, some not
+    return sp
+
+
+def _addresses(rng, space: str, glob: memory.GlobalMemory, esize: int, total: int, n: int):
+    """``n`` lanes' addresses near one edge or another of a buffer: mostly aligned and inside,
+    often one byte or one element over, sometimes misaligned, in another buffer or generic."""
+    if space == "shared":
+        lo, hi = memory.SHARED_START, memory.SHARED_START + SHARED_SIZE
+    else:
+        b = glob.buffers[rng.integers(len(glob.buffers))]
+        lo, hi = b.base, b.base + b.size
+    pick = rng.integers(6)
+    if pick == 0:                                    # right up to the end
+        start = hi - total * n
+    elif pick == 1:                                  # one element past the end
+        start = hi - total * n + esize
+    elif pick == 2:                                  # one element before the start
+        start = lo - esize
+    else:
+        start = lo + total * int(rng.integers(0, max(1, (hi - lo) // total - n + 1)))
+    addrs = start + total * rng.permutation(n)
+    if rng.random() < 0.15:
+        addrs[rng.integers(n)] += esize // 2 or 1    # one lane misaligned
+    if rng.random() < 0.1 and space == "global":
+        addrs[rng.integers(n)] = glob.buffers[-1].base   # one lane in another buffer
+    if rng.random() < 0.1 and space == "shared":
+        addrs[rng.integers(n)] += memory.SHARED_WINDOW   # a generic pointer
+    return np.asarray(addrs, dtype=np.int64).astype(np.uint64)
+
+
+def _outcome(call):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            got = call()
+        except memory.LaneFault as f:
+            got = ("fault", f.message, f.lanes, f.kind)
+    return got, [str(w.message) for w in seen]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_whole_warp_path_does_what_the_lane_path_does(seed):
+    rng = np.random.default_rng(seed)
+    fast, slow = _spaces(memory.Spaces), _spaces(_LaneByLane)
+    faults = passed = 0
+    for _ in range(400):
+        space = ("shared", "global")[rng.integers(2)]
+        dtype = np.dtype((np.uint8, np.uint16, np.uint32, np.uint64)[rng.integers(4)])
+        count = (1, 2, 4)[rng.integers(3)] if dtype.itemsize < 8 else 1
+        total = dtype.itemsize * count
+        n = int(rng.integers(1, 9))
+        addrs = _addresses(rng, space, fast.glob, dtype.itemsize, total, n)
+        lanes = np.sort(rng.choice(32, n, replace=False))
+        if rng.random() < 0.5:
+            values = rng.integers(0, 255, (n, count)).astype(dtype)
+            a = _outcome(lambda: fast.store(space, addrs.copy(), lanes, values, SITE))
+            b = _outcome(lambda: slow.store(space, addrs.copy(), lanes, values, SITE))
+        else:
+            a = _outcome(lambda: fast.load(space, addrs.copy(), lanes, dtype, count, SITE))
+            b = _outcome(lambda: slow.load(space, addrs.copy(), lanes, dtype, count, SITE))
+        if isinstance(a[0], np.ndarray):
+            assert isinstance(b[0], np.ndarray) and a[0].dtype == b[0].dtype
+            assert np.array_equal(a[0], b[0]) and a[1] == b[1]
+        else:
+            assert a == b
+        faults += isinstance(a[0], tuple)
+        passed += not isinstance(a[0], tuple)
+        assert np.array_equal(fast.shared, slow.shared)
+        assert all(np.array_equal(x.data, y.data)
+                   for x, y in zip(fast.glob.buffers, slow.glob.buffers))
+        assert np.array_equal(fast.race.written, slow.race.written)
+    assert fast.race.uninitialized == slow.race.uninitialized
+    assert faults > 40 and passed > 150       # both paths were walked, many times
+
+
+def test_race_tracker_of_many_warps_sees_the_same_accesses():
+    """A block of several warps keeps writers and readers per byte: the whole-warp path hands
+    it the same offsets."""
+    fast = _spaces(memory.Spaces, racecheck.RaceTracker)
+    slow = _spaces(_LaneByLane, racecheck.RaceTracker)
+    rng = np.random.default_rng(1)
+    for step in range(60):
+        for sp in (fast, slow):
+            sp.warp = step % 3
+        addrs = (memory.SHARED_START + 2 * rng.permutation(32)).astype(np.uint64)
+        vals = rng.integers(0, 9, (32, 1)).astype(np.uint16)
+        for sp in (fast, slow):
+            if step % 2:
+                sp.store("shared", addrs, np.arange(32), vals, SITE)
+            else:
+                sp.load("shared", addrs, np.arange(32), np.uint16, 1, SITE)
+    for name in ("w_warp", "w_lane", "r_warps", "r_lane"):
+        assert np.array_equal(getattr(fast.race, name), getattr(slow.race, name)), name
+    assert [r.address for r in fast.race.races] == [r.address for r in slow.race.races]
+    assert fast.race.races                     # the warps did race
+
+
+@pytest.mark.parametrize("nbytes", [1, 2, 4, 8, 16])
+def test_bytes_of_an_access_are_those_access_units_names(nbytes):
+    off = np.random.default_rng(nbytes).integers(0, 500, 32)
+    idx, _, _ = racecheck.access_units(np.arange(32), off, nbytes, widest=1)
+    assert np.array_equal(racecheck._bytes_of(off, nbytes), idx)
+
+
+def test_a_launch_shape_is_shared_read_only():
+    exists, specials = _launch_shape((40, 1, 1), (2, 1, 1), 0, 64)
+    assert len(exists) == 2 and exists[1].sum() == 8
+    assert list(specials[1]["%tid.x"][:3]) == [32, 33, 34]
+    for table in specials:
+        with pytest.raises(TypeError):
+            table["%laneid"] = None                          # the table is a read-only view
+        for name, arr in table.items():
+            assert not arr.flags.writeable, name
+    assert _launch_shape((40, 1, 1), (2, 1, 1), 0, 64)[1] is specials
+
+
+def test_required_capability_is_a_new_list_each_time():
+    src = "asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1};\" ...);"
+    need, uses = gpu.required_compute_capability(src)
+    uses.append("spoilt")
+    assert gpu.required_compute_capability(src) == (need, ["stmatrix"]) and need == 90
+
+
+def test_sole_warp_tracker_notes_a_read_of_bytes_partly_unwritten():
+    tracker = racecheck.SoleWarpTracker(64, _Program(), (0, 0, 0))
+    tracker.write(0, np.arange(5), np.arange(5) * 2, 2, SITE)             # bytes 0..9
+    tracker.read(0, np.arange(4), np.array([0, 2, 4, 6]), 2, SITE)        # all written
+    assert tracker.uninitialized == []
+    tracker.read(0, np.arange(2), np.array([8, 10]), 2, SITE)             # 10, 11 are not
+    (access, address), = tracker.uninitialized
+    assert address == memory.SHARED_START + 10 and access.lane == 1
