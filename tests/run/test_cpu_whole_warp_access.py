@@ -177,3 +177,53 @@ def test_sole_warp_tracker_notes_a_read_of_bytes_partly_unwritten():
     tracker.read(0, np.arange(2), np.array([8, 10]), 2, SITE)             # 10, 11 are not
     (access, address), = tracker.uninitialized
     assert address == memory.SHARED_START + 10 and access.lane == 1
+
+
+#: One warp copies 16 bytes per lane with cp.async from ``src`` (offset ``SRC`` elements of 4
+#: bytes) to the shared tile (offset ``DST`` bytes), ``BYTES`` of them read (the rest zero).
+CP_ASYNC = r'''
+extern "C" __global__ void k(const unsigned* src, unsigned* out) {
+    __shared__ __align__(16) unsigned tile[136];
+    int t = threadIdx.x;
+    for (int i = t; i < 136; i += 32) tile[i] = 7u;
+    __syncwarp();
+    unsigned d = (unsigned)__cvta_generic_to_shared(tile) + DST + 16 * t;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n"
+                 "cp.async.wait_all;" :: "r"(d), "l"(src + SRC + 4 * t), "r"(BYTES));
+    __syncwarp();
+    for (int i = t; i < 136; i += 32) out[i] = tile[i];
+}'''
+
+
+@pytest.mark.parametrize("dst,src,nbytes", [
+    (0, 0, 16),          # every lane inside both ends
+    (32, 8, 16),         # the last lane ends at the tile's last byte
+    (48, 0, 16),         # the last lane runs 16 bytes past the tile
+    (0, 4, 16),          # the last lane reads past the source array
+    (8, 0, 16),          # destinations misaligned
+    (0, 1, 16),          # sources misaligned
+    (0, 4, 0),           # nothing read: the source is not touched, the tile gets zeros
+    (0, 0, 5),           # part read, the rest zeros
+])
+def test_cp_async_checks_and_copies_as_lane_by_lane(monkeypatch, dst, src, nbytes):
+    from ptxlab.run import backends
+    from ptxlab.run.in_process import cpu_available
+    if not cpu_available()[0]:
+        pytest.skip(f"CPU model unavailable: {cpu_available()[1]}")
+    code = (CP_ASYNC.replace("DST", str(dst)).replace("SRC", str(src))
+            .replace("BYTES", str(nbytes)))
+
+    def run():
+        args = [np.arange(4 * 32, dtype=np.uint32), np.zeros(136, np.uint32)]
+        try:
+            return backends.launch(code, "k", args=args, grid=1, block=32, backend="cpu").outputs[1]
+        except Exception as exc:                      # the fault, in its words
+            return f"{type(exc).__name__}: {exc}"
+
+    whole = run()
+    monkeypatch.setattr(memory.Spaces, "whole_warp_checks", False)
+    lane_by_lane = run()
+    if isinstance(whole, str):
+        assert whole == lane_by_lane and "cp.async" in whole
+    else:
+        assert np.array_equal(whole, lane_by_lane)

@@ -236,7 +236,7 @@ class Spaces:
         total = esize * count
         addrs = addrs.astype(np.uint64, copy=False)
         align = total if count > 1 else esize
-        if self.whole_warp_checks and addrs.size and (space == "shared" or space == "global"):
+        if space == "shared" or space == "global":
             got = self._load_whole_warp(space, addrs, lanes, dtype, count, total, align, what)
             if got is not None:
                 return got
@@ -276,17 +276,27 @@ class Spaces:
         raise LaneFault(f"{what}: state space .{space} is not modelled", lanes[:1],
                         kind="unsupported")
 
+    def whole_warp_buffer(self, space: str, addrs: np.ndarray, total: int, align: int) -> int:
+        """Where an access of ``total`` bytes at each of ``addrs`` (uint64, one or more lanes)
+        lies when every lane is aligned to ``align`` and inside one buffer: -1 for the block's
+        shared memory, the index of the global buffer, or -2 when not (or when this model
+        checks lane by lane): then the lane-by-lane path finds the first bad lane."""
+        if not (self.whole_warp_checks and addrs.size) or _low_bits(addrs) & (align - 1):
+            return -2
+        if space == "shared":   # one bound: below the start wraps round, generic is huge
+            return -1 if int((addrs - _START).max()) + total <= self.shared_size else -2
+        if space == "global":
+            k = self.glob.holding(int(addrs.min()), int(addrs.max()) + total)
+            return k if k >= 0 else -2
+        return -2
+
     def _load_whole_warp(self, space, addrs, lanes, dtype, count, total, align, what):
         """The load when every lane is aligned and inside one buffer, else ``None``."""
-        if _low_bits(addrs) & (align - 1):
-            return None
-        if space == "shared":
-            if int((addrs - _START).max()) + total > self.shared_size:
-                return None                     # below the start, past the end, or generic
+        k = self.whole_warp_buffer(space, addrs, total, align)
+        if k == -1:
             self._watch_shared("read", lanes, addrs.astype(np.int64) - SHARED_START, total,
                                what)
             return _gather(self.shared, addrs, dtype, count)
-        k = self.glob.holding(int(addrs.min()), int(addrs.max()) + total)
         if k < 0:
             return None
         b = self.glob.buffers[k]
@@ -294,16 +304,12 @@ class Spaces:
 
     def _store_whole_warp(self, space, addrs, lanes, values, total, align, what) -> bool:
         """The store when every lane is aligned and inside one writable buffer: done, ``True``."""
-        if _low_bits(addrs) & (align - 1):
-            return False
-        if space == "shared":
-            if int((addrs - _START).max()) + total > self.shared_size:
-                return False
+        k = self.whole_warp_buffer(space, addrs, total, align)
+        if k == -1:
             self._watch_shared("write", lanes, addrs.astype(np.int64) - SHARED_START, total,
                                what, values)
             _scatter(self.shared, addrs, values)
             return True
-        k = self.glob.holding(int(addrs.min()), int(addrs.max()) + total)
         if k < 0 or not self.glob.buffers[k].writable:
             return False
         b = self.glob.buffers[k]
@@ -400,8 +406,7 @@ class Spaces:
         esize = values.dtype.itemsize
         total = esize * count
         addrs = addrs.astype(np.uint64, copy=False)
-        if self.whole_warp_checks and addrs.size and (space == "shared" or space == "global") \
-                and self._store_whole_warp(space, addrs, lanes, values, total,
+        if (space == "shared" or space == "global") and self._store_whole_warp(space, addrs, lanes, values, total,
                                            total if count > 1 else esize, what):
             return
         check_alignment(addrs, total if count > 1 else esize, lanes, what)

@@ -330,15 +330,21 @@ def cp(ins, cx):
             n = np.minimum(src_size(w)[lanes].astype(np.int64), size)
         if ignore_src is not None:
             n = np.where(ignore_src(w)[lanes], 0, n)
-        # check both ends now, so a fault names the cp.async that caused it
-        from ..memory import check_alignment
-        check_alignment(d.astype(np.uint64), size, lanes, what)
-        check_alignment(sa.astype(np.uint64), size, lanes, what)
-        w.spaces._shared_offsets(d.astype(np.uint64), lanes, size, what)
+        d, sa = d.astype(np.uint64, copy=False), sa.astype(np.uint64, copy=False)
         reading = n > 0
-        if reading.any():
-            w.spaces.glob.locate(sa[reading].astype(np.uint64), size, lanes[reading], what)
-        w.cp_open.append((lanes, d.astype(np.uint64), sa.astype(np.uint64), n, size, what))
+        sp = w.spaces
+        # check both ends now, so a fault names the cp.async that caused it: the whole warp at
+        # once where every lane reads and both ends fit, else lane by lane
+        if not (src_size is None and ignore_src is None
+                and sp.whole_warp_buffer("shared", d, size, size) == -1
+                and sp.whole_warp_buffer("global", sa, size, size) >= 0):
+            from ..memory import check_alignment
+            check_alignment(d, size, lanes, what)
+            check_alignment(sa, size, lanes, what)
+            sp._shared_offsets(d, lanes, size, what)
+            if reading.any():
+                sp.glob.locate(sa[reading], size, lanes[reading], what)
+        w.cp_open.append((lanes, d, sa, n, size, what))
     return issue
 
 
@@ -354,6 +360,10 @@ def _all_lanes(fn):
 
 def _perform_copy(w, copy) -> None:
     lanes, dst, src, n, size, what = copy
+    if (n == size).all():                   # every lane copies all its bytes
+        w.spaces.store("shared", dst, lanes,
+                       w.spaces.load("global", src, lanes, np.uint8, size, what), what)
+        return
     data = np.zeros((len(lanes), size), dtype=np.uint8)
     reading = n > 0
     if reading.any():
