@@ -526,9 +526,12 @@ def _shared_store_address(offset: np.ndarray, coords: np.ndarray, smem: Layout) 
             "address of its own")
 
 
-def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
-         offset: np.ndarray, smem: Layout) -> _Attempt:
-    """Check one form/num against the composed layouts; how far it gets and why it stops."""
+@lru_cache(maxsize=256)
+def _slot_owners(form: CopyForm, num: int, per_reg: int, values: int) -> np.ndarray:
+    """``(group, matrix, row, col, 2)``: the (lane, value) of the element whose first byte
+    lands at each slot of each matrix row, over the instructions (groups) a thread's
+    ``values`` take. It depends on the form only, not on the layouts tried: built once
+    (read-only), where the search tries it for every warp of every candidate."""
     bmap = form.byte_map(num)
     regs = bmap.shape[1]
     per_instr = regs * per_reg
@@ -536,8 +539,6 @@ def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray
     matrices = int(bmap[..., 0].max()) + 1
     rows = int(bmap[..., 1].max()) + 1
     cols = int(bmap[..., 2].max()) + 1
-    name = form.instruction(num)
-    # (group, matrix, row, col) -> (lane, value) of the element whose first byte is there
     at = np.full((groups, matrices, rows, cols // form.slot_bytes, 2), -1, dtype=np.int64)
     for lane in range(layouts.WARP_SIZE):
         for reg in range(regs):
@@ -545,6 +546,16 @@ def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray
                 m, r, c = bmap[lane, reg, slot * 4 // per_reg]
                 for g in range(groups):
                     at[g, m, r, c // form.slot_bytes] = (lane, g * per_instr + reg * per_reg + slot)
+    at.flags.writeable = False
+    return at
+
+
+def _try(form: CopyForm, num: int, per_reg: int, values: int, coords: np.ndarray,
+         offset: np.ndarray, smem: Layout) -> _Attempt:
+    """Check one form/num against the composed layouts; how far it gets and why it stops."""
+    at = _slot_owners(form, num, per_reg, values)
+    groups = at.shape[0]
+    name = form.instruction(num)
     lane_v = at[..., 0], at[..., 1]
     crd = coords[lane_v]                     # (g, m, r, c, rank)
     off = offset[lane_v] * form.slot_bytes   # byte address of each slot

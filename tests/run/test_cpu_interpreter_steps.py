@@ -107,3 +107,39 @@ def test_an_endless_loop_is_stopped_by_the_branch_budget():
     run = Launch(prog, (1,), (32,), [np.zeros(32, np.uint32)], branch_budget=1000)
     with pytest.raises(KernelFault, match="more than 1000 branches"):
         run.run()
+
+
+#: (opcode, CUDA type, constraint): the shifts a kernel may write with an immediate amount.
+SHIFTS = [("shl.b16", "unsigned short", "h"), ("shl.b32", "unsigned", "r"),
+          ("shl.b64", "unsigned long long", "l"), ("shr.u16", "unsigned short", "h"),
+          ("shr.u32", "unsigned", "r"), ("shr.b64", "unsigned long long", "l"),
+          ("shr.s16", "short", "h"), ("shr.s32", "int", "r"), ("shr.s64", "long long", "l")]
+AMOUNTS = (0, 1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 200)
+
+
+@pytest.mark.parametrize("op,ctype,c", SHIFTS)
+def test_a_shift_by_an_immediate_is_the_shift_by_a_register(op, ctype, c):
+    """The decoder clamps an immediate amount once; the result must be the register form's
+    for every amount, past the width included (0, or the sign for a signed shr)."""
+    lines = "\n".join(
+        f'    asm("{op} %0, %1, {k};" : "={c}"(r) : "{c}"(x)); out[t * {2 * len(AMOUNTS)} + '
+        f'{2 * j}] = (long long)r;\n'
+        f'    asm("{op} %0, %1, %2;" : "={c}"(r) : "{c}"(x), "r"({k}u + 0u * t)); '
+        f'out[t * {2 * len(AMOUNTS)} + {2 * j + 1}] = (long long)r;'
+        for j, k in enumerate(AMOUNTS))
+    src = (f'extern "C" __global__ void k(const {ctype}* in, long long* out) {{\n'
+           f'    unsigned t = threadIdx.x; {ctype} x = in[t], r;\n{lines}\n}}')
+    bits = 8 * np.dtype({"h": np.int16, "r": np.int32, "l": np.int64}[c]).itemsize
+    rng = np.random.default_rng(bits)
+    dt = {"short": np.int16, "int": np.int32, "long long": np.int64}.get(
+        ctype, {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits])
+    x = rng.integers(0, 2**63, 32, dtype=np.uint64).view(np.int64).astype(dt)
+    x[:2] = (-1, 1) if np.dtype(dt).kind == "i" else (np.iinfo(dt).max, 1)
+    out = cpu.run_kernel(src, "k", (1,), (32,), [x, np.zeros(32 * 2 * len(AMOUNTS), np.int64)])[1]
+    got = out.reshape(32, len(AMOUNTS), 2)
+    assert np.array_equal(got[..., 0], got[..., 1])
+    lane0 = [int(v) for v in got[0, :, 0]]                  # x = -1 or the largest value
+    if op.startswith("shr.s"):
+        assert lane0 == [-1] * len(AMOUNTS)
+    elif op.startswith("shl"):
+        assert lane0[AMOUNTS.index(bits)] == 0 and lane0[AMOUNTS.index(200)] == 0

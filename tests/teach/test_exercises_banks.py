@@ -71,6 +71,28 @@ def test_named_conflicts_add_up_to_the_bank_model(seed):
         banks.access_cost(store, 16).conflicts
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_each_phase_costs_what_the_bank_model_says_of_it_alone(seed):
+    """The phases are priced in one call of the bank model; each must cost what that model
+    says of the phase's active lanes alone, and a phase with none is not named."""
+    rng = np.random.default_rng(seed)
+    for width in (4, 8, 16):
+        addrs = width * rng.integers(0, 96, 32)
+        active = rng.random(32) < (0.3 if seed % 2 else 0.9)
+        active[:4] = False if seed % 3 == 0 else active[:4]   # a phase with no lane, at times
+        per = 128 // max(width, 4)
+        expected = {}
+        for phase in range(32 // per):
+            lanes = [l for l in range(phase * per, (phase + 1) * per) if active[l]]
+            if lanes:
+                words = (addrs[lanes] // 4)[:, None] + np.arange(max(1, width // 4))
+                cost = int(banks.phase_wavefronts(words.reshape(1, -1))[0])
+                if cost > 1:
+                    expected[phase] = (cost, tuple(lanes))
+        got = ex.store_conflicts(addrs, width, active)
+        assert {p.phase: (p.wavefronts, p.lanes) for p in got} == expected
+
+
 def test_conflict_description_names_matrix_lanes_and_banks():
     found = ex.ldmatrix_conflicts((LANE & 15) * 128 + (LANE >> 4) * 16)
     assert [p.phase for p in found] == [0, 1, 2, 3]

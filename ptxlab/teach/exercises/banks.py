@@ -108,14 +108,19 @@ def _phase_conflicts(groups: Sequence[Sequence[int]], addrs: np.ndarray, width: 
                      active: np.ndarray | None = None) -> list[PhaseConflict]:
     out = []
     words_per_lane = max(1, width // banks.BANK_BYTES)
+    # every phase's wavefronts in one call of the bank model (the lanes of a phase that are
+    # not active count no words); only a phase that conflicts is looked at lane by lane
+    table = np.asarray(groups, dtype=np.int64).reshape(len(groups), -1)     # (phases, lanes)
+    words = (addrs[table] // banks.BANK_BYTES)[..., None] + np.arange(words_per_lane)
+    valid = np.ones(table.shape, bool) if active is None else np.asarray(active, bool)[table]
+    costs = banks.phase_wavefronts(words.reshape(len(table), -1),
+                                   np.repeat(valid, words_per_lane, axis=1))
     for phase, lanes in enumerate(groups):
-        lanes = [int(l) for l in lanes if active is None or active[int(l)]]
-        if not lanes:
-            continue
-        words = (addrs[lanes] // banks.BANK_BYTES)[:, None] + np.arange(words_per_lane)
-        wavefronts = int(banks.phase_wavefronts(words.reshape(1, -1))[0])
+        wavefronts = int(costs[phase])
         if wavefronts <= 1:
             continue
+        lanes = [int(l) for l in lanes if active is None or active[int(l)]]
+        words = (addrs[lanes] // banks.BANK_BYTES)[:, None] + np.arange(words_per_lane)
         per_bank: dict[int, dict[int, int]] = {}
         for lane, ws in zip(lanes, words):
             for w in ws:

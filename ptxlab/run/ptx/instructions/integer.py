@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..decode_context import Unsupported, types_of
+from ..parser import Imm
 from ..values import FLOAT_TYPES, SIGNED_BY_SIZE, SIGNED_TYPES, UNSIGNED_BY_SIZE, VIEW_DTYPE
 from . import floating
 from .registry import handles
@@ -478,6 +479,8 @@ def shifts(ins, cx):
     ga = cx.src(a, t)
     gb = cx.src(b, "u32")
     s = cx.dst(d, t)
+    if isinstance(b, Imm):
+        return _shift_by_constant(ins.opcode == "shl", t, b.value & 0xFFFFFFFF, ga, s)
     maxs = np.uint32(bits)
     if ins.opcode == "shl":
         def shl(w, m):
@@ -501,6 +504,24 @@ def shifts(ins, cx):
             r = np.where(big, u.dtype.type(0), u >> n.astype(u.dtype)).view(v.dtype)
         s(w, r, m)
     return shr
+
+
+def _shift_by_constant(left: bool, t: str, k: int, ga, s):
+    """``shl``/``shr`` by an immediate (the common case: index arithmetic): the amount is
+    clamped once, when the instruction is decoded. A shift by the width or more gives 0, or
+    for ``shr`` of a signed type the sign in every bit, which is a shift by width - 1."""
+    vd = np.dtype(VIEW_DTYPE[t])
+    bits = vd.itemsize * 8
+    ud = np.dtype(_U[vd.itemsize])
+    if not left and t in SIGNED_TYPES:
+        by_signed = vd.type(min(k, bits - 1))
+        return lambda w, m: s(w, ga(w) >> by_signed, m)
+    if k >= bits:
+        return lambda w, m: s(w, np.zeros_like(ga(w)), m)
+    by = ud.type(k)
+    if left:
+        return lambda w, m: s(w, (ga(w).view(ud) << by).view(vd), m)
+    return lambda w, m: s(w, (ga(w).view(ud) >> by).view(vd), m)
 
 
 @handles("shf")
