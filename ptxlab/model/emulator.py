@@ -356,9 +356,19 @@ def _form_rows(f: matrix_forms.MatrixForm, addrs, smem, writable: bool):
     a, batched = _as_addresses(addrs)
     mem = _as_smem(smem, a.shape[0], writable=writable)
     rows = _row_addresses(a, f.num, mem.shape[1], f.op, f.rows_per_matrix)
+    return (a, batched, mem, rows) + _byte_sources(f)
+
+
+@lru_cache(maxsize=None)
+def _byte_sources(f: matrix_forms.MatrixForm) -> tuple[np.ndarray, np.ndarray]:
+    """``(address lane, column)`` of every register byte of ``f``, ``(32, regs, 4)`` each
+    (read-only: built once per form, every instruction of that form reads them)."""
     bm = matrix_forms.byte_map(f)                                   # (32, regs, 4, 3)
     src_lane = bm[..., 0] * f.rows_per_matrix + bm[..., 1]          # address lane of each byte
-    return a, batched, mem, rows, src_lane, bm[..., 2]
+    col = np.array(bm[..., 2])
+    for arr in (src_lane, col):
+        arr.flags.writeable = False
+    return src_lane, col
 
 
 def _take(mem: np.ndarray, idx: np.ndarray) -> np.ndarray:

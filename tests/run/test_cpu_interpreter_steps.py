@@ -143,3 +143,37 @@ def test_a_shift_by_an_immediate_is_the_shift_by_a_register(op, ctype, c):
         assert lane0 == [-1] * len(AMOUNTS)
     elif op.startswith("shl"):
         assert lane0[AMOUNTS.index(bits)] == 0 and lane0[AMOUNTS.index(200)] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64, np.int16, np.int32,
+                                   np.int64])
+def test_integer_div_and_rem_round_toward_zero(dtype):
+    """div/rem as PTX defines them: the quotient rounded toward zero, the remainder with the
+    dividend's sign, and by zero a quotient of all ones and the dividend as remainder; the
+    usual operands (no zero, no negative) take a shorter path that must agree."""
+    from ptxlab.run.ptx.instructions.integer import _divmod_trunc
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(info.bits)
+    signed = info.min < 0
+    for trial in range(40):
+        low = 0 if trial % 2 else info.min          # every other trial: no negative operand
+        x = rng.integers(low, info.max, 32, dtype=dtype, endpoint=True)
+        y = rng.integers(low, info.max, 32, dtype=dtype, endpoint=True) >> rng.integers(
+            0, info.bits - 1, 32).astype(dtype)
+        if trial % 4 == 3:
+            y[rng.integers(32)] = 0
+        if trial % 4 == 2:
+            y = (y & dtype(info.max)) | dtype(1)      # positive divisors, dividends of any sign
+        if trial % 4 == 0 and signed:
+            x[0], y[0] = info.min, -1                # overflows: wraps to info.min, rem 0
+        q, r = _divmod_trunc(x, y, signed)
+        assert q.dtype == r.dtype == np.dtype(dtype)
+        for a, b, gq, gr in zip(x.tolist(), y.tolist(), q.tolist(), r.tolist()):
+            if b == 0:
+                want_q, want_r = (-1 if signed else info.max), a
+            else:
+                want_q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+                want_r = a - want_q * b
+                if signed:
+                    want_q = (want_q - info.min) % (1 << info.bits) + info.min
+            assert (gq, gr) == (want_q, want_r), (a, b)

@@ -180,6 +180,8 @@ def _scatter(data: np.ndarray, off: np.ndarray, values: np.ndarray) -> None:
 
 
 _START = np.uint64(SHARED_START)
+#: What :meth:`Spaces.whole_warp_buffer` answers besides a global buffer's index.
+IN_SHARED, NOT_WHOLE, IN_PARAMS = -1, -2, -3
 
 
 def _low_bits(addrs: np.ndarray) -> int:
@@ -236,7 +238,7 @@ class Spaces:
         total = esize * count
         addrs = addrs.astype(np.uint64, copy=False)
         align = total if count > 1 else esize
-        if space == "shared" or space == "global":
+        if space == "shared" or space == "global" or space == "param":
             got = self._load_whole_warp(space, addrs, lanes, dtype, count, total, align, what)
             if got is not None:
                 return got
@@ -278,25 +280,31 @@ class Spaces:
 
     def whole_warp_buffer(self, space: str, addrs: np.ndarray, total: int, align: int) -> int:
         """Where an access of ``total`` bytes at each of ``addrs`` (uint64, one or more lanes)
-        lies when every lane is aligned to ``align`` and inside one buffer: -1 for the block's
-        shared memory, the index of the global buffer, or -2 when not (or when this model
-        checks lane by lane): then the lane-by-lane path finds the first bad lane."""
+        lies when every lane is aligned to ``align`` and inside one buffer: the index of the
+        global buffer, :data:`IN_SHARED`, :data:`IN_PARAMS`, or :data:`NOT_WHOLE` when not (or
+        when this model checks lane by lane): then the lane-by-lane path finds the first bad
+        lane."""
         if not (self.whole_warp_checks and addrs.size) or _low_bits(addrs) & (align - 1):
-            return -2
+            return NOT_WHOLE
         if space == "shared":   # one bound: below the start wraps round, generic is huge
-            return -1 if int((addrs - _START).max()) + total <= self.shared_size else -2
+            fits = int((addrs - _START).max()) + total <= self.shared_size
+            return IN_SHARED if fits else NOT_WHOLE
         if space == "global":
             k = self.glob.holding(int(addrs.min()), int(addrs.max()) + total)
-            return k if k >= 0 else -2
-        return -2
+            return k if k >= 0 else NOT_WHOLE
+        if space == "param":
+            return IN_PARAMS if int(addrs.max()) + total <= self.param_size else NOT_WHOLE
+        return NOT_WHOLE
 
     def _load_whole_warp(self, space, addrs, lanes, dtype, count, total, align, what):
         """The load when every lane is aligned and inside one buffer, else ``None``."""
         k = self.whole_warp_buffer(space, addrs, total, align)
-        if k == -1:
+        if k == IN_SHARED:
             self._watch_shared("read", lanes, addrs.astype(np.int64) - SHARED_START, total,
                                what)
             return _gather(self.shared, addrs, dtype, count)
+        if k == IN_PARAMS:
+            return _gather(self.params, addrs, dtype, count)
         if k < 0:
             return None
         b = self.glob.buffers[k]
@@ -305,7 +313,7 @@ class Spaces:
     def _store_whole_warp(self, space, addrs, lanes, values, total, align, what) -> bool:
         """The store when every lane is aligned and inside one writable buffer: done, ``True``."""
         k = self.whole_warp_buffer(space, addrs, total, align)
-        if k == -1:
+        if k == IN_SHARED:
             self._watch_shared("write", lanes, addrs.astype(np.int64) - SHARED_START, total,
                                what, values)
             _scatter(self.shared, addrs, values)

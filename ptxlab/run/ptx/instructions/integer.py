@@ -221,6 +221,8 @@ def sad(ins, cx):
 def _divmod_trunc(x: np.ndarray, y: np.ndarray, signed: bool):
     """Quotient and remainder rounded toward zero; by zero: q = all ones, r = x."""
     bits = x.dtype.itemsize * 8
+    if int(y.min()) > 0 and (not signed or int(x.min()) >= 0):
+        return np.divmod(x, y)       # the usual case: no zero divisor, no negative operand
     ux = _unsigned_view(x)
     uy = _unsigned_view(y)
     if not signed:

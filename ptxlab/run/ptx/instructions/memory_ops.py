@@ -10,6 +10,7 @@ import numpy as np
 from .. import floats
 from ..decode_context import K_OP, CodeEntry, Unsupported, types_of
 from ..errors import NeedsWarpByWarp
+from ..memory import IN_SHARED
 from ..parser import Imm, Reg, Vec
 from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
@@ -336,7 +337,7 @@ def cp(ins, cx):
         # check both ends now, so a fault names the cp.async that caused it: the whole warp at
         # once where every lane reads and both ends fit, else lane by lane
         if not (src_size is None and ignore_src is None
-                and sp.whole_warp_buffer("shared", d, size, size) == -1
+                and sp.whole_warp_buffer("shared", d, size, size) == IN_SHARED
                 and sp.whole_warp_buffer("global", sa, size, size) >= 0):
             from ..memory import check_alignment
             check_alignment(d, size, lanes, what)
