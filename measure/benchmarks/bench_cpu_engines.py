@@ -11,7 +11,8 @@ the launches themselves:
 
 * the capstone's learner GEMM (``bench.learner_gemm.course_solution()``) at each size, and that
   the two engines give the same bits;
-* every course kernel check (each exercise's visible and hidden launches), by exercise;
+* every course kernel check (each exercise's visible and hidden launches), by exercise, and
+  with ``--baseline`` the same launches with the baseline's model;
 * a learner's check of every course kernel exercise end to end: the import and first check
   of a new notebook, the same check again, an edited kernel, and the grader's judgement;
 * every test program of ``ptxlab run`` on the CPU model, end to end (build included).
@@ -110,6 +111,51 @@ print(json.dumps({"seconds": best, "c": out.tobytes().hex()}))
 """
 
 
+#: The same launches with another tree's model: each case's best time, the program decoded
+#: beforehand (only ``program_for`` and ``Launch``, which every version of the model has).
+_LAUNCH_CHILD = r"""
+import json, pickle, sys, time
+import numpy as np
+from ptxlab.run.cpu import program_for
+from ptxlab.run.ptx.interpreter import Launch
+cases, reps = pickle.load(open(sys.argv[1], "rb")), int(sys.argv[2])
+out = []
+for source, kernel, options, grid, block, args, shared_mem in cases:
+    prog = program_for(source, kernel, options)
+    best = float("inf")
+    for _ in range(reps):
+        fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        t = time.perf_counter()
+        with np.errstate(all="ignore"):
+            Launch(prog, grid, block, fresh, shared_mem=shared_mem).run()
+        best = min(best, time.perf_counter() - t)
+    out.append(best)
+print(json.dumps(out))
+"""
+
+
+def baseline_course(rows: list[dict], cases: list, baseline: Path, reps: int,
+                    scratch: Path) -> None:
+    """Each course check's launches with the baseline's model (``before``), in a child."""
+    import pickle
+    table = scratch / "course_cases.pkl"
+    table.write_bytes(pickle.dumps([(c.source, c.kernel, c.options, c.grid, c.block, c.args,
+                                     c.shared_mem) for c in cases]))
+    done = subprocess.run([sys.executable, "-c", _LAUNCH_CHILD, str(table), str(reps)],
+                          capture_output=True, text=True, cwd=baseline,
+                          env=dict(os.environ, PYTHONPATH=str(baseline)))
+    if done.returncode:
+        raise SystemExit(f"child failed in {baseline}: {done.stderr[-800:]}")
+    seconds = json.loads(done.stdout.strip().splitlines()[-1])
+    by_name = {r["check"]: r for r in rows}
+    for case, t in zip(cases, seconds):
+        row = by_name[case.name.split(" (")[0]]
+        row["baseline"] = row.get("baseline", 0.0) + t
+    for row in rows:
+        print(f"check {row['check']:45s} before {row['baseline']:.3f} s, now "
+              f"{row['vector']:.3f} s", flush=True)
+
+
 _COMPILED: set[Path] = set()
 
 
@@ -149,11 +195,16 @@ def baseline_gemm(rows: list[dict], baseline: Path, reps: int) -> None:
               f"{row['baseline_same_bits']}", flush=True)
 
 
-def course_rows(reps: int) -> list[dict]:
-    """Every course kernel check's launches, by exercise."""
+def course_cases() -> list:
+    """Every course kernel check's launches (visible and hidden), as the checks make them."""
     from ptxlab.authoring.course_cases import kernel_cases
+    return list(kernel_cases(np.random.default_rng(0), small=False))
+
+
+def course_rows(reps: int, cases: list) -> list[dict]:
+    """Every course kernel check's launches, by exercise."""
     by_name: dict[str, dict] = {}
-    for case in kernel_cases(np.random.default_rng(0), small=False):
+    for case in cases:
         name = case.name.split(" (")[0]
         prog = program_for(case.source, case.kernel, case.options)
         row = by_name.setdefault(name, {"check": name, "launches": 0, "warps": 0,
@@ -298,7 +349,7 @@ def _check_lines(checks: list[dict]) -> list[str]:
     return lines
 
 
-def target_lines(gemm: list[dict], checks: list[dict]) -> list[str]:
+def target_lines(gemm: list[dict], checks: list[dict], course: list[dict] = ()) -> list[str]:
     """The issue's targets as this run measured them."""
     lines = ["## Against the targets", ""]
     by_size = {r["size"]: r for r in gemm}
@@ -311,6 +362,11 @@ def target_lines(gemm: list[dict], checks: list[dict]) -> list[str]:
         t = by_size[512]["vector"]
         lines.append(f"- The 512³ learner GEMM: **{t:.2f} s** (target under 5 s: "
                      f"{'met' if t < 5 else 'not met'}).")
+    if course and "baseline" in course[0]:
+        xs = [r["baseline"] / r["vector"] for r in course]
+        lines.append(f"- One-warp and course checks, the CPU model's launches (every visible "
+                     f"and hidden launch of a check): {min(xs):.1f}x to {max(xs):.1f}x faster "
+                     f"(median {float(np.median(xs)):.1f}x; target 3x).")
     if checks and "baseline_cold" in checks[0]:
         for key, what in (("cold", "a notebook's first check"), ("edited", "an edited kernel"),
                           ("again", "the same check again"),
@@ -358,7 +414,8 @@ def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: d
              "minimum of the repetitions (one for a 512³ GEMM warp by warp), program decoded "
              "beforehand."
              + (f" Baseline: the code of {meta['baseline']}, run in the same run." if base else ""),
-             ""] + target_lines(gemm, list(checks)) + ["## The capstone's learner GEMM", ""]
+             ""] + target_lines(gemm, list(checks), course) + ["## The capstone's learner GEMM",
+                                                               ""]
     lines += _head([("size", "---:"), ("mma.sync", "---:"), ("warp by warp", "---:"),
                     ("vector", "---:"), ("speed-up", "---:"), ("same bits", ":---:"),
                     ("vector ran as", "---")],
@@ -372,13 +429,19 @@ def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: d
             line += (f" {r['baseline']:.3f} s | {r['baseline'] / r['vector']:.1f}x | "
                      f"{'yes' if r['baseline_same_bits'] else 'NO'} |")
         lines.append(line)
-    lines += ["", "## Every course kernel check's launches (visible and hidden)", "",
-              "| check | launches | warps | warp by warp | vector | speed-up | vector engine |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    before = bool(course) and "baseline" in course[0]
+    lines += ["", "## Every course kernel check's launches (visible and hidden)", ""]
+    lines += _head([("check", "---"), ("launches", "---:"), ("warps", "---:"),
+                    ("warp by warp", "---:"), ("vector", "---:"), ("speed-up", "---:"),
+                    ("vector engine", "---")],
+                   [("before", "---:"), ("speed-up on before", "---:")] if before else [])
     for r in course:
-        lines.append(f"| {r['check']} | {r['launches']} | {r['warps']} | {r['warp']:.3f} s | "
-                     f"{r['vector']:.3f} s | {r['warp'] / r['vector']:.2f}x | "
-                     f"{', '.join(r['ran_as'])} |")
+        line = (f"| {r['check']} | {r['launches']} | {r['warps']} | {r['warp'] * 1e3:.2f} ms | "
+                f"{r['vector'] * 1e3:.2f} ms | {r['warp'] / r['vector']:.2f}x | "
+                f"{', '.join(r['ran_as'])} |")
+        if before:
+            line += f" {r['baseline'] * 1e3:.2f} ms | {r['baseline'] / r['vector']:.2f}x |"
+        lines.append(line)
     lines += _check_lines(list(checks)) if checks else []
     lines += ["", "## Test programs of `ptxlab run --cpu`, end to end (build included)", "",
               "| program | args | warp by warp | vector | same output |",
@@ -414,8 +477,11 @@ def main() -> None:
         if ns.baseline:
             baseline_gemm(gemm, ns.baseline, ns.reps)
             meta["baseline"] = _describe_tree(ns.baseline)
-        course = course_rows(ns.reps)
+        cases = course_cases()
+        course = course_rows(ns.reps, cases)
     with tempfile.TemporaryDirectory(prefix="ptxlab-bench-") as scratch:
+        if ns.baseline:
+            baseline_course(course, cases, ns.baseline, ns.reps, Path(scratch))
         checks = check_rows(ns.baseline, Path(scratch), ns.reps)
     programs = [] if ns.no_programs else program_rows()
     ns.out.mkdir(parents=True, exist_ok=True)
