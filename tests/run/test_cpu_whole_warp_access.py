@@ -12,7 +12,7 @@ import pytest
 
 from ptxlab.run import gpu
 from ptxlab.run.ptx import memory, racecheck
-from ptxlab.run.ptx.interpreter import _launch_shape
+from ptxlab.run.ptx.interpreter import launch_shape
 
 
 class _LaneByLane(memory.Spaces):
@@ -153,7 +153,7 @@ def test_bytes_of_an_access_are_those_access_units_names(nbytes):
 
 
 def test_a_launch_shape_is_shared_read_only():
-    exists, specials = _launch_shape((40, 1, 1), (2, 1, 1), 0, 64)
+    exists, specials = launch_shape((40, 1, 1), (2, 1, 1), 0, 64)
     assert len(exists) == 2 and exists[1].sum() == 8
     assert list(specials[1]["%tid.x"][:3]) == [32, 33, 34]
     for table in specials:
@@ -161,7 +161,12 @@ def test_a_launch_shape_is_shared_read_only():
             table["%laneid"] = None                          # the table is a read-only view
         for name, arr in table.items():
             assert not arr.flags.writeable, name
-    assert _launch_shape((40, 1, 1), (2, 1, 1), 0, 64)[1] is specials
+    assert launch_shape((40, 1, 1), (2, 1, 1), 0, 64)[1] is specials
+    from ptxlab.run.ptx.wide import _tiled_specials       # many blocks side by side
+    tiled = _tiled_specials(((40, 1, 1), (2, 1, 1), 0, 64), 3)
+    assert list(tiled["%tid.x"][:3]) == [0, 1, 2] and tiled["%tid.x"].size == 3 * 64
+    assert list(tiled["%tid.x"][64:67]) == [0, 1, 2]      # the second block starts again
+    assert not any(arr.flags.writeable for arr in tiled.values())
 
 
 def test_required_capability_is_a_new_list_each_time():

@@ -495,7 +495,7 @@ def _dims(value, what: str) -> tuple[int, int, int]:
 
 
 @functools.lru_cache(maxsize=64)
-def _launch_shape(block: tuple, grid: tuple, shared_mem: int, shared_size: int
+def launch_shape(block: tuple, grid: tuple, shared_mem: int, shared_size: int
                   ) -> tuple[tuple, tuple]:
     """Per warp of a block of ``block`` threads: which lanes are threads, and the special
     registers that do not depend on the block. Every array is read-only and every table a
@@ -627,8 +627,9 @@ class Launch:
         """``thread_exists`` and ``warp_specials``: per warp, which of its lanes are threads of
         the block, and the special registers (%tid, %laneid, %ntid ...) that do not depend on
         the block (read-only, shared by the launches of one shape)."""
-        self.thread_exists, self.warp_specials = _launch_shape(
-            self.block, self.grid, int(shared_mem), self.shared_size)
+        #: what the per-warp tables depend on: block, grid, dynamic and total shared bytes
+        self.shape = (self.block, self.grid, int(shared_mem), self.shared_size)
+        self.thread_exists, self.warp_specials = launch_shape(*self.shape)
 
     def clock(self) -> int:
         return time.perf_counter_ns() - self._t0

@@ -16,6 +16,7 @@ votes, calls and printf, volatile and ordered accesses).
 """
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 import weakref
@@ -26,6 +27,7 @@ import numpy as np
 from .decode_context import K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET
 from .errors import NeedsWarpByWarp
 from .flow import Flow
+from .interpreter import launch_shape
 from .lanes import mask_or
 from .memory import SHARED_START
 from .values import WARP
@@ -67,6 +69,20 @@ def _scan(program) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=32)
+def _tiled_specials(shape: tuple, slots: int) -> dict:
+    """The special registers that do not depend on the block, for ``slots`` blocks of a
+    launch of ``shape`` side by side (read-only: a check or a grade launches one shape again
+    and again, and the batches of one launch share them)."""
+    _, warp_specials = launch_shape(*shape)
+    special = {}
+    for name in warp_specials[0]:
+        arr = np.tile(np.concatenate([s[name] for s in warp_specials]), slots)
+        arr.flags.writeable = False
+        special[name] = arr
+    return special
+
+
 class WideWarp:
     """The architectural state of many warps of several blocks, as one vector of lanes: the
     instruction families run on it as on one warp (``width`` lanes, masks of that width)."""
@@ -103,11 +119,7 @@ class WideWarp:
     def _specials(self, blocks, slots: int) -> dict:
         """Every special register, one value per lane: the launch's per-warp ones side by side
         for each block, and the block's own index."""
-        launch = self.launch
-        special = {}
-        for name in launch.warp_specials[0]:
-            per_block = np.concatenate([s[name] for s in launch.warp_specials])
-            special[name] = np.tile(per_block, slots)
+        special = dict(_tiled_specials(self.launch.shape, slots))
         coords = np.array(blocks + [blocks[0]] * (slots - len(blocks)), dtype=np.uint32)
         for axis, name in enumerate(("%ctaid.x", "%ctaid.y", "%ctaid.z")):
             special[name] = np.repeat(coords[:, axis], self.lanes_per_block)
