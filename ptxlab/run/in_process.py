@@ -61,6 +61,16 @@ def cpu_module():
     return cpu
 
 
+def _why_cpu_module_fails() -> str:
+    """The import error of ``ptxlab.run.cpu`` in words (a failed import runs again, and
+    fails again the same way), or ``""``."""
+    try:
+        from . import cpu  # noqa: F401
+    except ImportError as exc:
+        return f" ({type(exc).__name__}: {exc})"
+    return ""
+
+
 @functools.lru_cache(maxsize=1)
 def _cpu_model_installed() -> bool:
     return importlib.util.find_spec(f"{__package__}.cpu") is not None
@@ -192,7 +202,7 @@ def run_here(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = 
     cpu = cpu_module()
     if cpu is None:     # asked for by name, or found by find_spec but not importable
         raise BackendUnavailable("CPU backend unavailable: the CPU model (ptxlab.run.cpu) "
-                                 "cannot be loaded")
+                                 "cannot be loaded" + _why_cpu_module_fails())
     try:
         with warnings.catch_warnings(record=True) as noticed:
             warnings.simplefilter("always")

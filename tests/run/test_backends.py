@@ -305,6 +305,20 @@ def test_a_cpu_model_that_cannot_be_loaded_is_an_unavailable_backend(monkeypatch
         backends.launch(PLAIN_SRC, "k", args=[np.zeros(2, np.int32)], backend="cpu")
 
 
+def test_a_cpu_model_that_fails_to_import_names_the_import_error(monkeypatch):
+    """An install whose model is there but breaks on import says why, in the import's words."""
+    import sys
+    monkeypatch.setattr(in_process, "cpu_available", lambda: (True, "compiler found"))
+    monkeypatch.delenv("PTXLAB_ISOLATE", raising=False)
+    monkeypatch.setitem(sys.modules, "ptxlab.run.cpu", None)    # the import now fails
+    import ptxlab.run as run_package
+    if hasattr(run_package, "cpu"):
+        monkeypatch.delattr(run_package, "cpu")
+    with pytest.raises(backends.BackendUnavailable,
+                       match=r"cannot be loaded \(ModuleNotFoundError: .*ptxlab\.run\.cpu"):
+        backends.launch(PLAIN_SRC, "k", args=[np.zeros(2, np.int32)], backend="cpu")
+
+
 def test_a_first_check_loads_no_library_it_does_not_use(tmp_path, fresh_python):
     """A notebook's first check pays for every module it loads: numpy.ma (which np.unique
     loads) and ctypes.util (which looks for a compiler library) cost it 17 ms and 4 ms, and
