@@ -234,3 +234,14 @@ def test_cp_async_checks_and_copies_as_lane_by_lane(monkeypatch, dst, src, nbyte
         assert whole == lane_by_lane and "cp.async" in whole
     else:
         assert np.array_equal(whole, lane_by_lane)
+
+
+def test_a_copy_with_no_lanes_does_nothing():
+    from ptxlab.run.ptx.instructions.memory_ops import _perform_copy
+
+    class _Warp:
+        spaces = _spaces(memory.Spaces)
+    before = _Warp.spaces.shared.copy()
+    none = np.zeros(0, np.int64)
+    _perform_copy(_Warp, (none, none.astype(np.uint64), none.astype(np.uint64), none, 16, SITE))
+    assert np.array_equal(_Warp.spaces.shared, before)

@@ -93,6 +93,14 @@ def test_each_phase_costs_what_the_bank_model_says_of_it_alone(seed):
         assert {p.phase: (p.wavefronts, p.lanes) for p in got} == expected
 
 
+def test_addresses_of_inactive_lanes_may_be_missing():
+    """Only the active lanes' addresses are read: a list that stops after them is enough."""
+    addrs = np.arange(16) * 128
+    found = ex.store_conflicts(addrs, 16, np.arange(32) < 16)
+    assert [(p.phase, p.wavefronts) for p in found] == [(0, 8), (1, 8)]
+    assert ex.store_conflicts(np.zeros(0, np.int64), 16, np.zeros(32, bool)) == []
+
+
 def test_conflict_description_names_matrix_lanes_and_banks():
     found = ex.ldmatrix_conflicts((LANE & 15) * 128 + (LANE >> 4) * 16)
     assert [p.phase for p in found] == [0, 1, 2, 3]

@@ -111,8 +111,12 @@ def _phase_conflicts(groups: Sequence[Sequence[int]], addrs: np.ndarray, width: 
     # every phase's wavefronts in one call of the bank model (the lanes of a phase that are
     # not active count no words); only a phase that conflicts is looked at lane by lane
     table = np.asarray(groups, dtype=np.int64).reshape(len(groups), -1)     # (phases, lanes)
-    words = (addrs[table] // banks.BANK_BYTES)[..., None] + np.arange(words_per_lane)
     valid = np.ones(table.shape, bool) if active is None else np.asarray(active, bool)[table]
+    if not valid.any():
+        return out
+    # an inactive lane's address is never read (it may be missing): the first lane's stands in
+    words = (addrs[np.where(valid, table, 0)] // banks.BANK_BYTES)[..., None] \
+        + np.arange(words_per_lane)
     costs = banks.phase_wavefronts(words.reshape(len(table), -1),
                                    np.repeat(valid, words_per_lane, axis=1))
     for phase, lanes in enumerate(groups):

@@ -361,7 +361,7 @@ def _all_lanes(fn):
 
 def _perform_copy(w, copy) -> None:
     lanes, dst, src, n, size, what = copy
-    if (n == size).all():                   # every lane copies all its bytes
+    if lanes.size and (n == size).all():    # every lane copies all its bytes
         w.spaces.store("shared", dst, lanes,
                        w.spaces.load("global", src, lanes, np.uint8, size, what), what)
         return
