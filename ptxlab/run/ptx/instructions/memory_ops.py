@@ -10,7 +10,7 @@ import numpy as np
 from .. import floats
 from ..decode_context import K_OP, CodeEntry, Unsupported, types_of
 from ..errors import NeedsWarpByWarp
-from ..memory import IN_SHARED
+from ..memory import IN_SHARED, check_alignment
 from ..parser import Imm, Reg, Vec
 from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
@@ -339,7 +339,6 @@ def cp(ins, cx):
         if not (src_size is None and ignore_src is None
                 and sp.whole_warp_buffer("shared", d, size, size) == IN_SHARED
                 and sp.whole_warp_buffer("global", sa, size, size) >= 0):
-            from ..memory import check_alignment
             check_alignment(d, size, lanes, what)
             check_alignment(sa, size, lanes, what)
             sp._shared_offsets(d, lanes, size, what)
