@@ -294,3 +294,17 @@ def test_a_dict_answer_leaves_the_sandbox_as_data_and_a_dict_subclass_does_not()
 
     got = _from_plain(_through_json(sandbox_client.plain(Lying(a=1))))
     assert not isinstance(got, dict) and got != {"a": 1}
+
+
+def test_drawing_the_questions_reads_no_traceback(monkeypatch):
+    """The judge draws each notebook's questions by letting the exercise ask a stand-in that
+    answers nothing; a check that looked up the learner's line in each refusal's traceback
+    spent two thirds of the draw there. The questions must be the same without it."""
+    from ptxlab.teach import checks
+    slot = AnswerSlot("c", "ptxlab.teach.exercises.ldmatrix", "receive", "receive", True)
+    asked = questions(slot, 7)
+
+    def no_traceback(tb):
+        raise AssertionError("a draw looked up a traceback")
+    monkeypatch.setattr(checks.traceback, "extract_tb", no_traceback)
+    assert questions(slot, 7) == asked and len(asked) > 10
