@@ -12,7 +12,7 @@ import pytest
 
 from ptxlab.run import gpu
 from ptxlab.run.ptx import memory, racecheck
-from ptxlab.run.ptx.interpreter import launch_shape
+from ptxlab.run.ptx.launch_shape import launch_shape
 
 
 class _LaneByLane(memory.Spaces):

@@ -27,7 +27,7 @@ import numpy as np
 from .decode_context import K_BAR, K_BRA, K_CALL, K_COLL, K_EXIT, K_OP, K_RET
 from .errors import NeedsWarpByWarp
 from .flow import Flow
-from .interpreter import launch_shape
+from .launch_shape import launch_shape
 from .lanes import mask_or
 from .memory import SHARED_START
 from .values import WARP
