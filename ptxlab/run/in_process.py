@@ -54,21 +54,17 @@ class LaunchResult:
 
 def cpu_module():
     """``ptxlab.run.cpu`` if it is installed, else ``None`` (imported lazily: it is large)."""
+    return _import_cpu_module()[0]
+
+
+def _import_cpu_module():
+    """``(ptxlab.run.cpu or None, why it cannot be imported)``; a failed import runs again,
+    and fails again the same way, when asked again."""
     try:
         from . import cpu
-    except ImportError:
-        return None
-    return cpu
-
-
-def _why_cpu_module_fails() -> str:
-    """The import error of ``ptxlab.run.cpu`` in words (a failed import runs again, and
-    fails again the same way), or ``""``."""
-    try:
-        from . import cpu  # noqa: F401
     except ImportError as exc:
-        return f" ({type(exc).__name__}: {exc})"
-    return ""
+        return None, f"{type(exc).__name__}: {exc}"
+    return cpu, ""
 
 
 @functools.lru_cache(maxsize=1)
@@ -201,8 +197,9 @@ def run_here(source: str, kernel: str, grid=(1,), block=(32,), args: Sequence = 
         return LaunchResult(outputs, "gpu", gpu.status().device_label, reason)
     cpu = cpu_module()
     if cpu is None:     # asked for by name, or found by find_spec but not importable
+        why = _import_cpu_module()[1]
         raise BackendUnavailable("CPU backend unavailable: the CPU model (ptxlab.run.cpu) "
-                                 "cannot be loaded" + _why_cpu_module_fails())
+                                 "cannot be loaded" + (f" ({why})" if why else ""))
     try:
         with warnings.catch_warnings(record=True) as noticed:
             warnings.simplefilter("always")

@@ -148,8 +148,11 @@ def test_race_tracker_of_many_warps_sees_the_same_accesses():
 @pytest.mark.parametrize("nbytes", [1, 2, 4, 8, 16])
 def test_bytes_of_an_access_are_those_access_units_names(nbytes):
     off = np.random.default_rng(nbytes).integers(0, 500, 32)
-    idx, _, _ = racecheck.access_units(np.arange(32), off, nbytes, widest=1)
-    assert np.array_equal(racecheck._bytes_of(off, nbytes), idx)
+    every_byte = np.concatenate([np.arange(o, o + nbytes) for o in off])
+    assert np.array_equal(racecheck._bytes_of(off, nbytes), every_byte)
+    idx, who, _ = racecheck.access_units(np.arange(32), off, nbytes, widest=1)
+    assert np.array_equal(idx, every_byte) and np.array_equal(who, np.repeat(np.arange(32),
+                                                                             nbytes))
 
 
 def test_a_launch_shape_is_shared_read_only():

@@ -78,8 +78,7 @@ class GlobalMemory:
         buf = Buffer(self._next, data, nbytes, name, writable)
         self._next += (padded + GLOBAL_STRIDE + GLOBAL_STRIDE - 1) // GLOBAL_STRIDE * GLOBAL_STRIDE
         self.buffers.append(buf)
-        self._bases = np.array([b.base for b in self.buffers], dtype=np.uint64)
-        self._base_list = [b.base for b in self.buffers]
+        self._index_bases()
         return buf
 
     def remove(self, base: int) -> bool:
@@ -87,10 +86,14 @@ class GlobalMemory:
         for i, b in enumerate(self.buffers):
             if b.base == base:
                 del self.buffers[i]
-                self._bases = np.array([x.base for x in self.buffers], dtype=np.uint64)
-                self._base_list = [x.base for x in self.buffers]
+                self._index_bases()
                 return True
         return False
+
+    def _index_bases(self) -> None:
+        """The buffers' bases, in order, for :meth:`locate` (an array) and :meth:`holding`."""
+        self._base_list = [b.base for b in self.buffers]
+        self._bases = np.array(self._base_list, dtype=np.uint64)
 
     def span(self, addr: int, nbytes: int) -> tuple[Buffer, int]:
         """The buffer holding ``nbytes`` from ``addr`` and the offset in it (a host copy);
@@ -414,10 +417,11 @@ class Spaces:
         esize = values.dtype.itemsize
         total = esize * count
         addrs = addrs.astype(np.uint64, copy=False)
-        if (space == "shared" or space == "global") and self._store_whole_warp(space, addrs, lanes, values, total,
-                                           total if count > 1 else esize, what):
+        align = total if count > 1 else esize
+        if (space == "shared" or space == "global") and self._store_whole_warp(
+                space, addrs, lanes, values, total, align, what):
             return
-        check_alignment(addrs, total if count > 1 else esize, lanes, what)
+        check_alignment(addrs, align, lanes, what)
         if space == "generic":
             sh, lo, pa = self.split_generic(addrs)
             if pa.any():

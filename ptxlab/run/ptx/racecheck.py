@@ -177,6 +177,19 @@ def _all_unchanged(unchanged, where: np.ndarray) -> bool:
     return bool(flags[where].all())
 
 
+_BYTE_STEPS = [np.arange(n) for n in range(33)]
+
+
+def _bytes_of(off: np.ndarray, nbytes: int) -> np.ndarray:
+    """Every byte an access of ``nbytes`` at each offset touches, lane by lane (the indices
+    :func:`access_units` gives in units of one byte, without the lane of each)."""
+    off = np.asarray(off, np.int64)
+    if nbytes == 1:
+        return off
+    steps = _BYTE_STEPS[nbytes] if nbytes < len(_BYTE_STEPS) else np.arange(nbytes)
+    return (off[:, None] + steps).reshape(-1)
+
+
 def access_units(who: np.ndarray, off: np.ndarray, nbytes: int, widest: int = 16
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     """An access of ``nbytes`` at each offset as rows of ``unit`` bytes: the largest power of
@@ -190,8 +203,7 @@ def access_units(who: np.ndarray, off: np.ndarray, nbytes: int, widest: int = 16
     while unit > 1 and (nbytes % unit or (off & (unit - 1)).any()):
         unit //= 2
     per = nbytes // unit
-    idx = ((off // unit)[:, None] + np.arange(per)).reshape(-1)
-    return idx, np.repeat(np.asarray(who), per), unit
+    return _bytes_of(off // unit, per), np.repeat(np.asarray(who), per), unit
 
 
 class RaceTracker:
@@ -375,16 +387,3 @@ class SoleWarpTracker(RaceTracker):
     def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
               unchanged: np.ndarray | None = None) -> None:
         self.written[_bytes_of(off, nbytes)] = True
-
-
-_BYTE_STEPS = [np.arange(n) for n in range(33)]
-
-
-def _bytes_of(off: np.ndarray, nbytes: int) -> np.ndarray:
-    """Every byte an access of ``nbytes`` at each offset touches, lane by lane (the indices
-    :func:`access_units` gives byte by byte, without the lane of each)."""
-    off = np.asarray(off, np.int64)
-    if nbytes == 1:
-        return off
-    steps = _BYTE_STEPS[nbytes] if nbytes < len(_BYTE_STEPS) else np.arange(nbytes)
-    return (off[:, None] + steps).reshape(-1)
