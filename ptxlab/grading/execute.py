@@ -243,7 +243,7 @@ class SandboxedExecute(Execute):
                 break
             finally:
                 log_path, offset = self._read_launches(log_path, offset, index, launches)
-            if self._past_a_limit(index, plan):
+            if _ran_code(cell) and self._past_a_limit(index, plan):
                 break
             if self._stopped_by(cell) == "submission":
                 self._stop_at_submission_limit(index, plan, ran=True)
@@ -527,6 +527,14 @@ class SandboxedExecute(Execute):
                 later.outputs = [_error_output(
                     NOT_RUN, f"not run: the kernel was lost in an earlier cell ({why})")]
         self.log.warning("Kernel lost in cell %d: %s", index, why)
+
+
+def _ran_code(cell: NotebookNode) -> bool:
+    """Whether running ``cell`` ran any code (nbclient skips text cells and blank code cells):
+    the sandbox is measured again only after one that did."""
+    source = cell.get("source", "")
+    text = "".join(source) if isinstance(source, list) else str(source)
+    return cell.get("cell_type") == "code" and bool(text.strip())
 
 
 def _stopped_at_off(cell: NotebookNode) -> bool:

@@ -25,7 +25,7 @@ from ..run import sources
 from .outcome import (StudentOutcome, SubmissionVerdicts, read_outcome, record_failure,
                       record_flags, short_error)
 from .submission_files import read_timestamp, submission_problems
-from . import step_times
+from . import gradebook_engines, step_times
 from .machine_faults import FaultRecorder, machine_fault
 
 __all__ = ["load_grading_config", "SubmissionGrader", "default_grading_config", "main"]
@@ -71,6 +71,7 @@ class SubmissionGrader:
         from nbgrader.apps.api import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
 
+        gradebook_engines.share_engines()       # nbgrader's SQL compiled once, not per student
         self.course_root = Path(course_root).resolve()
         self.assignment = assignment
         self.config = load_grading_config(self.course_root, grading_config, db_url)

@@ -227,6 +227,9 @@ class SandboxWatch:
         self.reason = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: When the sandbox was last measured, by the watch or by the grader between two
+        #: cells: the watch measures when neither has for ``interval_s``.
+        self._looked_at = float("-inf")
 
     def start(self) -> "SandboxWatch":
         self._thread = threading.Thread(target=self._run, name=f"ptxlab-sandbox-watch-"
@@ -239,7 +242,12 @@ class SandboxWatch:
         self._stop.set()
 
     def _run(self) -> None:
+        pause = self.interval_s
         while not self._stop.is_set():
+            since = time.monotonic() - self._looked_at
+            if since < pause:       # the grader measured after a cell just now: wait on that
+                self._stop.wait(pause - since)
+                continue
             began = time.perf_counter()
             try:
                 why, pids = self.check()
@@ -253,11 +261,17 @@ class SandboxWatch:
             if not pids:
                 return                          # the sandbox is gone
             # at most a fifth of a core for one sandbox, however large its folders
-            took = time.perf_counter() - began
-            self._stop.wait(max(self.interval_s, 4 * took))
+            pause = max(self.interval_s, 4 * (time.perf_counter() - began))
+            self._stop.wait(pause)
 
     def check(self) -> tuple[str, list[int]]:
         """``(why the sandbox must stop or "", its live processes)``, measured now."""
+        try:
+            return self._measure()
+        finally:
+            self._looked_at = time.monotonic()
+
+    def _measure(self) -> tuple[str, list[int]]:
         table = process_table(self.root_pid)
         pids = [p for p in table if table[p][3] != "Z"]
         if self.group is not None:
