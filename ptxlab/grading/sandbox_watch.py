@@ -3,7 +3,9 @@
 The kernel's own watchdogs (:mod:`ptxlab.grading.kernel_boot`) run inside the learner's
 process: they give the friendly in-cell ``MemoryError`` and "Disk quota exceeded", but the
 learner can patch what they use, and they see their own process only. A :class:`SandboxWatch`
-is a thread of the grading worker, one per running kernel, that every ~0.1 s measures
+is a thread of the grading worker, one per running kernel, that measures, whenever nobody has
+for ~0.1 s (the grader also measures after each cell that ran code, through
+:meth:`SandboxWatch.check_now`),
 
 * the resident memory of **every process** of the sandbox (the whole tree below the process the
   grader started, found through ``/proc``'s ``children`` links; in the sandbox's own PID
@@ -19,7 +21,8 @@ kills every process of the sandbox. The grader reads that reason as the kernel's
 
 Where the sandbox has a control group (:mod:`ptxlab.grading.cgroups`), the kernel enforces
 memory and processes itself, as they are granted; the watch then only reads what the group
-recorded (an out-of-memory kill, a refused fork), names it, and stops the rest of the sandbox.
+recorded (an out-of-memory kill, a refused fork), names it, and stops the rest of the sandbox,
+and takes the sandbox's processes from the group's own list instead of walking the tree.
 Disk is always measured here too, also where a sized scratch area lets the kernel refuse the
 write past the quota: the measure is what names the quota on the row.
 """
@@ -272,15 +275,14 @@ class SandboxWatch:
             self._looked_at = time.monotonic()
 
     def _measure(self) -> tuple[str, list[int]]:
-        table = process_table(self.root_pid)
-        pids = [p for p in table if table[p][3] != "Z"]
+        enforced = set(self.group.folders) if self.group is not None else set()
+        table, pids = self._processes(enforced)
         if self.group is not None:
             why = self.group.limit_reason()
             if why:
                 return why, pids or [self.root_pid]
         if not pids:
             return "", []
-        enforced = set(self.group.folders) if self.group is not None else set()
         if self.max_tasks > 0 and "pids" not in enforced:
             tasks = sum(table[p][2] for p in pids)
             if tasks > self.max_tasks:
@@ -300,6 +302,20 @@ class SandboxWatch:
                         f"one and a half times its limit of {self.memory_mb} MiB (all the "
                         "notebook's processes together); the grader stopped them all"), pids
         return self.disk_reason(deleted), pids
+
+    def _processes(self, enforced: set[str]) -> tuple[dict[int, tuple[int, int, int, str]],
+                                                       list[int]]:
+        """``(process table, live processes)`` of the sandbox. Where its control group holds
+        both memory and processes, nothing here needs each process's memory and threads: the
+        group's list of its processes (one read; no process of the sandbox can leave the group)
+        stands in for the walk of the tree, and the table is left empty."""
+        if (self.group is not None and (self.memory_mb <= 0 or "memory" in enforced)
+                and (self.max_tasks <= 0 or "pids" in enforced)):
+            pids = self.group.processes()
+            if pids:            # none yet (the kernel's first process joins as it starts): walk
+                return {}, pids
+        table = process_table(self.root_pid)
+        return table, [p for p in table if table[p][3] != "Z"]
 
     def disk_reason(self, deleted: int = 0) -> str:
         """Why the folders the sandbox writes are past the hard quota, or ``""`` (measured

@@ -305,16 +305,26 @@ def test_a_v2_tree_gets_its_limits_written(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not __import__("ptxlab.grading.disk_share", fromlist=["x"]).can_mount_scratch(),
                     reason="mounting a sized scratch file system needs root")
-def test_a_sized_scratch_area_refuses_the_write_past_it(tmp_path):
+@pytest.mark.parametrize("through", ["the C library", "the mount program"])
+def test_a_sized_scratch_area_refuses_the_write_past_it(tmp_path, monkeypatch, through):
     """The kernel, not a walk every 0.1 s, stops the byte and the file past the quota."""
     import errno as _errno
 
     from ptxlab.grading import disk_share
 
+    if through == "the mount program":
+        monkeypatch.setattr(disk_share, "_libc", lambda: None)
     folder = tmp_path / "private"
     folder.mkdir()
     assert disk_share.mount_scratch(folder, 8 << 20, 100)
     try:
+        mounted = [line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                   if line.split()[4] == str(folder)]
+        assert len(mounted) == 1
+        fields = mounted[0][mounted[0].index("-") + 1:]
+        assert fields[:2] == ["tmpfs", "ptxlab-scratch"]
+        assert "size=8192k" in fields[2] and "nr_inodes=100" in fields[2]
+        assert "mode=700" in fields[2]
         with pytest.raises(OSError) as full:
             with open(folder / "big", "wb") as fh:
                 for _ in range(16):
@@ -329,6 +339,7 @@ def test_a_sized_scratch_area_refuses_the_write_past_it(tmp_path):
     finally:
         disk_share.unmount_scratch(folder)
     assert not list(folder.iterdir())           # the files went with the file system
+    assert str(folder) not in Path("/proc/self/mountinfo").read_text()
 
 
 def test_a_killed_graders_groups_are_removed(tmp_path):

@@ -90,3 +90,50 @@ def test_the_cell_loop_measures_after_code_cells_only(monkeypatch):
     client._run_cells(None, {}, [])
     assert ran == [0, 1, 2, 3, 4]
     assert measured == [1, 4]
+
+
+class _Group:
+    """A control group's records: its controllers, processes and no limit reached."""
+
+    def __init__(self, folders, pids):
+        self.folders = {name: (1, None) for name in folders}
+        self.pids = pids
+
+    def processes(self):
+        return list(self.pids)
+
+    def limit_reason(self):
+        return ""
+
+
+def _watch_of(pid, tmp_path, group, **limits):
+    return SandboxWatch(pid, reason_file=tmp_path / "why.txt", folders=[tmp_path],
+                        group=group, disk_mb=100, **limits)
+
+
+def test_where_the_group_holds_memory_and_processes_its_list_stands_in_for_the_walk(
+        tmp_path, monkeypatch):
+    from ptxlab.grading import sandbox_watch
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    walked, scanned = [], []
+    real_walk, real_scan = sandbox_watch.process_table, sandbox_watch._held_without_name
+    monkeypatch.setattr(sandbox_watch, "process_table",
+                        lambda root: walked.append(root) or real_walk(root))
+    monkeypatch.setattr(sandbox_watch, "_held_without_name",
+                        lambda pids: scanned.append(list(pids)) or real_scan(pids))
+    try:
+        held = _Group({"memory", "pids", "cpu"}, [sleeper.pid])
+        assert _watch_of(sleeper.pid, tmp_path, held, memory_mb=100, max_tasks=10).check() == (
+            "", [sleeper.pid])
+        assert walked == [] and scanned == [[sleeper.pid]]
+        # a limit the group does not hold is measured here: the walk gives each process's share
+        for group, limits in ((_Group({"memory", "cpu"}, [sleeper.pid]), {"max_tasks": 10}),
+                              (_Group({"pids"}, [sleeper.pid]), {"memory_mb": 100}),
+                              (_Group({"memory", "pids"}, []), {"memory_mb": 100})):
+            walked.clear()
+            why, pids = _watch_of(sleeper.pid, tmp_path, group, **limits).check()
+            assert (why, pids, walked) == ("", [sleeper.pid], [sleeper.pid])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
