@@ -137,6 +137,30 @@ def _step_lines(runs: list[dict]) -> list[str]:
     return lines
 
 
+def model_share_of_steps(runs: list[dict], code: str = "before") -> float | None:
+    """The CPU model's share of a submission's grading under ``code``: its *judge* step (where
+    the model runs every kernel answer) over the sum of all steps, means over the rounds."""
+    steps = [r.get("steps_s") or {} for r in runs if r["code"] == code]
+    total = sum(sum(st.values()) for st in steps)
+    return sum(st.get("judge", 0.0) for st in steps) / total if total else None
+
+
+def _share_lines(runs: list[dict]) -> list[str]:
+    """The model's share of grading under the code before, and whether the code now grades
+    faster than before by at least that share (best and mean wall time)."""
+    share = model_share_of_steps(runs)
+    if share is None:
+        return []
+    now = [r["wall_s"] for r in runs if r["code"] == "now"]
+    was = [r["wall_s"] for r in runs if r["code"] == "before"]
+    best = (min(was) - min(now)) / min(was)
+    mean = (sum(was) / len(was) - sum(now) / len(now)) / (sum(was) / len(was))
+    met = "met" if min(best, mean) >= share else "not met"
+    return [f"- The CPU model's share of grading under the code before: its *judge* step is "
+            f"**{share:.1%}** of the steps' time per submission. Faster than before by at least "
+            f"that share: best wall {best:+.1%}, mean {mean:+.1%}: **{met}**.", ""]
+
+
 def _alive(pid: int) -> bool:
     """Running, not exited (a zombie its parent has not reaped yet counts as exited)."""
     try:
@@ -203,7 +227,8 @@ def markdown(result: dict) -> str:
     m = result["meta"]
     lines = [f"# `ptxlab grade` on the CPU path: the code now and before ({m['date']})", "",
              f"Machine: {m['machine']}. Command: `{m['command']}`. Before: the code of "
-             f"{m['baseline']}. Each class is graded the same number of times by each code, the "
+             f"{m['baseline']}." + (f" Now: the code of {m['now']}." if m.get("now") else "")
+             + " Each class is graded the same number of times by each code, the "
              "two alternating (the first grading of a round runs slower, so an even number of "
              "rounds lets each code go first as often); *CPU* is the user and system time the "
              "kernel counts for the grading's processes once they are reaped (the grader, its "
@@ -227,6 +252,7 @@ def markdown(result: dict) -> str:
                          f"(**{best:+.1%}**); mean before {sum(was) / len(was):.1f} s, now "
                          f"{sum(now) / len(now):.1f} s (**{mean:+.1%}**); + is faster now.")
         lines += _step_lines(c["runs"]) + [""]
+        lines += _share_lines(c["runs"])
         lines.append(f"- Every student the same score under both codes: "
                      f"**{'yes' if c['scores_agree'] else 'NO'}**"
                      + ("" if c["scores_agree"] else f" ({c['score_differences']})") + ".")
@@ -241,6 +267,12 @@ def markdown(result: dict) -> str:
                          "this overstates it).")
         lines.append("")
     return "\n".join(lines)
+
+
+def _described(tree: Path) -> str:
+    """``tree``'s commit and its date, or ``""`` where it is not a git checkout."""
+    return subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %cs"],
+                          capture_output=True, text=True).stdout.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,15 +295,14 @@ def main(argv: list[str] | None = None) -> int:
                                         (ns.classes or ["02_ldmatrix:100", "06_mma:40"]))]
     env = clean_env()
     baseline = ns.baseline.resolve()
-    described = subprocess.run(["git", "-C", str(baseline), "log", "-1", "--format=%h %cs"],
-                               capture_output=True, text=True).stdout.strip()
+    described = _described(baseline)
     result = {"meta": {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores ({cpu_model()})",
         "command": "python measure/benchmarks/bench_grading_versions.py "
                    + " ".join(argv if argv is not None else sys.argv[1:]),
         "baseline": f"{baseline} ({described or 'not a git checkout'})",
-        "now": str(ns.now.resolve()),
+        "now": f"{ns.now.resolve()} ({_described(ns.now.resolve()) or 'not a git checkout'})",
         "rounds": ns.rounds, "workers": ns.workers, "load_before": load_average()},
         "classes": []}
     with tempfile.TemporaryDirectory(prefix="ptxlab-grading-versions-") as scratch:

@@ -35,3 +35,20 @@ def test_report_states_times_ratio_and_costs(tmp_path):
     assert text.index("| ptxlab grade | 25 |") < text.index("| ptxlab grade | 100 |")
     assert "25->50: 0.380 s, 50->100: 0.360 s" in text
     assert (tmp_path / "bench.json").is_file()
+
+
+def test_the_versions_report_weighs_the_speed_up_against_the_models_share():
+    import bench_grading_versions as versions
+
+    def run(code, wall, judge, other):
+        return {"round": 1, "code": code, "wall_s": wall, "cpu_s": wall,
+                "steps_s": {"judge": judge, "kernel start": other}}
+
+    runs = [run("now", 90.0, 0.05, 0.85), run("before", 100.0, 0.10, 0.90),
+            run("before", 100.0, 0.10, 0.90), run("now", 91.0, 0.05, 0.85)]
+    assert versions.model_share_of_steps(runs) == 0.1
+    lines = versions._share_lines(runs)
+    assert "**10.0%**" in lines[0] and "best wall +10.0%, mean +9.5%: **not met**" in lines[0]
+    runs[-1]["wall_s"] = 89.0
+    assert "best wall +11.0%, mean +10.5%: **met**" in versions._share_lines(runs)[0]
+    assert versions._share_lines([run("now", 1.0, 0.0, 0.0)]) == []
