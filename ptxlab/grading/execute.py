@@ -253,6 +253,9 @@ class SandboxedExecute(Execute):
                 asked = time.perf_counter()
                 self._ask(plan, due, run_limits.cell_name(cell, index))
                 handed_back += time.perf_counter() - asked
+                # the hand-back ran the notebook's code too: measured now, blamed on its cell
+                if self._past_a_limit(index, plan):
+                    break
                 if self._clock.expired():
                     self._stop_at_submission_limit(index, plan, ran=True)
                     break

@@ -10,7 +10,8 @@ for ~0.1 s (the grader also measures after each cell that ran code, through
 * the resident memory of **every process** of the sandbox (the whole tree below the process the
   grader started, found through ``/proc``'s ``children`` links; in the sandbox's own PID
   namespace no process can leave that tree), plus the memory files it holds open without a name
-  (``memfd``);
+  (``memfd``); a process whose first thread has ended while others run on, which ``/proc``
+  shows as a zombie holding nothing, is read through one of its live threads;
 * the bytes (a file counts as ``max(st_size, st_blocks * 512)``) and entries held by every
   folder the sandbox can write (its working folder and the kernel's private folder, which holds
   the sandbox's ``/tmp`` and ``/dev/shm``), plus files deleted while still open;
@@ -55,6 +56,36 @@ def _read(path: str, limit: int = 4096) -> bytes:
         os.close(fd)
 
 
+def _parse_stat(pid: int, raw: bytes) -> tuple[int, int, int, str]:
+    """``(ppid, resident pages, threads, state)`` from ``/proc/PID/stat``. A process whose
+    first thread has exited while others run on shows a zombie holding nothing there: its
+    memory and state are read from one of its live threads instead."""
+    rest = raw[raw.rfind(b")") + 2:].split()
+    ppid, resident, threads, state = int(rest[1]), int(rest[21]), int(rest[17]), rest[0].decode()
+    if state == "Z" and threads > 1:
+        live = _live_thread(pid)
+        if live is not None:
+            try:
+                thread = _read(f"{live}/stat")
+                more = thread[thread.rfind(b")") + 2:].split()
+                resident, state = int(more[21]), more[0].decode()
+            except (OSError, IndexError, ValueError):
+                pass
+    return ppid, resident, threads, state
+
+
+def _live_thread(pid: int) -> str | None:
+    """The ``/proc`` folder of a thread of ``pid`` other than its first, or ``None``."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        if tid != str(pid):
+            return f"/proc/{pid}/task/{tid}"
+    return None
+
+
 def _proc_table() -> dict[int, tuple[int, int, int, str]]:
     """``pid -> (ppid, resident pages, threads, state)`` of every process of this machine."""
     table = {}
@@ -69,9 +100,8 @@ def _proc_table() -> dict[int, tuple[int, int, int, str]]:
             raw = _read(f"/proc/{name}/stat")
         except OSError:
             continue
-        rest = raw[raw.rfind(b")") + 2:].split()
         try:
-            table[int(name)] = (int(rest[1]), int(rest[21]), int(rest[17]), rest[0].decode())
+            table[int(name)] = _parse_stat(int(name), raw)
         except (IndexError, ValueError):
             continue
     return table
@@ -80,9 +110,7 @@ def _proc_table() -> dict[int, tuple[int, int, int, str]]:
 def _stat_of(pid: int) -> tuple[int, int, int, str] | None:
     """``(ppid, resident pages, threads, state)`` of one process, or ``None`` when it is gone."""
     try:
-        raw = _read(f"/proc/{pid}/stat")
-        rest = raw[raw.rfind(b")") + 2:].split()
-        return int(rest[1]), int(rest[21]), int(rest[17]), rest[0].decode()
+        return _parse_stat(pid, _read(f"/proc/{pid}/stat"))
     except (OSError, IndexError, ValueError):
         return None
 
@@ -150,15 +178,19 @@ def _pss_bytes(pid: int) -> int | None:
     """Proportional resident memory (shared pages split among their users): 0 for a process
     that has exited (it holds nothing), ``None`` where the kernel does not say (then
     :func:`resident_now` reads its resident size, or 0 for a zombie)."""
-    try:
-        for line in _read(f"/proc/{pid}/smaps_rollup", 8192).splitlines():
-            if line.startswith(b"Pss:"):
-                return int(line.split()[1]) * 1024
-    except (FileNotFoundError, ProcessLookupError):
-        return 0
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    for folder in (f"/proc/{pid}", _live_thread(pid)):    # a live thread, if the first ended
+        if folder is None:
+            break
+        try:
+            for line in _read(f"{folder}/smaps_rollup", 8192).splitlines():
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+            return None
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        except (OSError, ValueError, IndexError):
+            return None
+    return 0
 
 
 def resident_now(pids: list[int], memfd: int) -> int:
@@ -180,12 +212,17 @@ def _held_without_name(pids: list[int]) -> tuple[int, int]:
     memfd = deleted = 0
     seen: set[tuple[int, int]] = set()
     for pid in pids:
+        folder = f"/proc/{pid}/fd"
         try:
-            fds = os.listdir(f"/proc/{pid}/fd")
+            fds = os.listdir(folder)
+            if not fds:         # a process whose first thread ended: its others hold the files
+                live = _live_thread(pid)
+                folder = f"{live}/fd" if live is not None else folder
+                fds = os.listdir(folder) if live is not None else []
         except OSError:
             continue
         for fd in fds:
-            path = f"/proc/{pid}/fd/{fd}"
+            path = f"{folder}/{fd}"
             try:
                 target = os.readlink(path)
                 if not (target.startswith("/memfd:") or target.endswith(" (deleted)")):

@@ -153,3 +153,56 @@ def test_the_kernels_disk_watch_leaves_out_folders_mounted_inside(tmp_path):
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.split()[-1]) == 4096
+
+
+#: ``SYS_exit`` (the calling thread only) where this test knows its number.
+_SYS_EXIT = {"x86_64": 60, "aarch64": 93}.get(__import__("os").uname().machine)
+
+#: A process whose first thread ends while another runs on, holding 200 MiB and a deleted
+#: 16 MiB file: /proc then shows the process as a zombie holding nothing.
+_FIRST_THREAD_ENDS = (
+    "import ctypes, os, sys, threading, time\n"
+    "held = bytearray(b'x' * (200 << 20))\n"
+    "path = os.path.join(sys.argv[1], 'big')\n"
+    "fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)\n"
+    "os.write(fd, b'x' * (16 << 20))\n"
+    "os.unlink(path)\n"
+    "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+    "ctypes.CDLL(None).syscall(int(sys.argv[2]), 0)\n")
+
+
+@pytest.mark.skipif(_SYS_EXIT is None, reason="the test knows SYS_exit on x86_64 and aarch64")
+@pytest.mark.parametrize("limit", ["memory", "disk"])
+def test_a_process_whose_first_thread_ended_is_still_measured(tmp_path, limit):
+    """Its memory and the files it holds open are read from a live thread."""
+    import time
+
+    from ptxlab.grading.sandbox_watch import SandboxWatch, process_tree
+
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _FIRST_THREAD_ENDS, str(folder),
+                             str(_SYS_EXIT)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            stat = Path(f"/proc/{proc.pid}/stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the first thread did not end")
+        assert not list(folder.iterdir())           # the file is held open, deleted
+        limits = {"memory_mb": 100} if limit == "memory" else {"disk_mb": 8}
+        watch = SandboxWatch(proc.pid, reason_file=tmp_path / "why.txt", folders=[folder],
+                             **limits)
+        why, pids = watch.check()
+        assert pids == [proc.pid]
+        assert why.startswith("memory limit exceeded" if limit == "memory"
+                              else "Disk quota exceeded"), why
+        watch._enforce(why)
+        assert proc.wait(timeout=10) == -9
+        assert process_tree(proc.pid) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -91,6 +91,17 @@ def test_the_cell_loop_measures_after_code_cells_only(monkeypatch):
     assert ran == [0, 1, 2, 3, 4]
     assert measured == [1, 4]
 
+    # the judge's questions after a test cell run the notebook's code too: measured after them
+    class Plan:
+        def slots_of(self, cell):
+            return ["slot"] if "x = 1" in cell.source else []
+
+    ran.clear(), measured.clear()
+    client._judged_outside = True
+    monkeypatch.setattr(client, "_ask", lambda plan, due, after: ran.append(f"ask {after}"))
+    client._run_cells(Plan(), {}, [])
+    assert measured == [1, "ask cell 2", 4]
+
 
 class _Group:
     """A control group's records: its controllers, processes and no limit reached."""
