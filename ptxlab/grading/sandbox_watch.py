@@ -14,7 +14,8 @@ for ~0.1 s (the grader also measures after each cell that ran code, through
   shows as a zombie holding nothing, is read through one of its live threads;
 * the bytes (a file counts as ``max(st_size, st_blocks * 512)``) and entries held by every
   folder the sandbox can write (its working folder and the kernel's private folder, which holds
-  the sandbox's ``/tmp`` and ``/dev/shm``), plus files deleted while still open;
+  the sandbox's ``/tmp`` and ``/dev/shm``), plus files deleted while still open (by any thread:
+  one with a table of open files of its own is read too);
 * the number of processes and threads of the tree,
 
 and past one and a half times a limit writes why into a folder only the grader can write, then
@@ -29,6 +30,7 @@ write past the quota: the measure is what names the quota on the row.
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import stat
@@ -207,37 +209,76 @@ def resident_now(pids: list[int], memfd: int) -> int:
     return total
 
 
+#: ``kcmp(2)``'s number where this module knows it, and its kind for "the same table of open
+#: files".
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+_KCMP_FILES = 2
+
+
+@functools.lru_cache(maxsize=None)
+def _libc():
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _same_files(pid: int, tid: int) -> bool:
+    """Whether thread ``tid`` shares the table of open files of thread ``pid`` (threads do
+    unless one called ``unshare(CLONE_FILES)``); ``False`` where the kernel cannot say."""
+    libc = _libc()
+    if _SYS_KCMP is None or libc is None:
+        return False
+    return libc.syscall(_SYS_KCMP, pid, tid, _KCMP_FILES, 0, 0) == 0
+
+
+def _fd_folders(pid: int) -> list[str]:
+    """The folders listing every file ``pid`` holds open: its own ``fd`` folder, and that of
+    each of its threads with a table of its own (or of a live thread, where its first has
+    ended)."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return []
+    folders, tables = [], []
+    for tid in tids:
+        folder = f"/proc/{pid}/fd" if tid == pid else f"/proc/{pid}/task/{tid}/fd"
+        if any(_same_files(held, tid) for held in tables):
+            continue
+        tables.append(tid)
+        folders.append(folder)
+    return folders
+
+
 def _held_without_name(pids: list[int]) -> tuple[int, int]:
     """``(memfd bytes, deleted-file bytes)`` the processes hold open: space no folder shows."""
     memfd = deleted = 0
     seen: set[tuple[int, int]] = set()
     for pid in pids:
-        folder = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(folder)
-            if not fds:         # a process whose first thread ended: its others hold the files
-                live = _live_thread(pid)
-                folder = f"{live}/fd" if live is not None else folder
-                fds = os.listdir(folder) if live is not None else []
-        except OSError:
-            continue
-        for fd in fds:
-            path = f"{folder}/{fd}"
+        for folder in _fd_folders(pid):
             try:
-                target = os.readlink(path)
-                if not (target.startswith("/memfd:") or target.endswith(" (deleted)")):
-                    continue
-                st = os.stat(path)
+                fds = os.listdir(folder)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            size = max(st.st_size, st.st_blocks * 512)
-            if target.startswith("/memfd:"):
-                memfd += size
-            else:
-                deleted += size
+            for fd in fds:
+                path = f"{folder}/{fd}"
+                try:
+                    target = os.readlink(path)
+                    if not (target.startswith("/memfd:") or target.endswith(" (deleted)")):
+                        continue
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                size = max(st.st_size, st.st_blocks * 512)
+                if target.startswith("/memfd:"):
+                    memfd += size
+                else:
+                    deleted += size
     return memfd, deleted
 
 

@@ -171,6 +171,38 @@ _FIRST_THREAD_ENDS = (
     "ctypes.CDLL(None).syscall(int(sys.argv[2]), 0)\n")
 
 
+#: A thread with a table of open files of its own holding a deleted 16 MiB file.
+_OWN_TABLE = (
+    "import ctypes, os, sys, threading, time\n"
+    "def own():\n"
+    "    assert ctypes.CDLL(None, use_errno=True).unshare(0x400) == 0   # CLONE_FILES\n"
+    "    path = os.path.join(sys.argv[1], 'big')\n"
+    "    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)\n"
+    "    os.write(fd, b'x' * (16 << 20))\n"
+    "    os.unlink(path)\n"
+    "    print('held', flush=True)\n"
+    "    time.sleep(60)\n"
+    "threading.Thread(target=own).start()\n")
+
+
+def test_a_deleted_file_held_by_a_thread_with_its_own_table_counts(tmp_path):
+    from ptxlab.grading.sandbox_watch import SandboxWatch
+
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _OWN_TABLE, str(folder)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        watch = SandboxWatch(proc.pid, reason_file=tmp_path / "why.txt", folders=[folder],
+                             disk_mb=8)
+        why, _ = watch.check()
+        assert why.startswith("Disk quota exceeded"), why
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.mark.skipif(_SYS_EXIT is None, reason="the test knows SYS_exit on x86_64 and aarch64")
 @pytest.mark.parametrize("limit", ["memory", "disk"])
 def test_a_process_whose_first_thread_ended_is_still_measured(tmp_path, limit):
