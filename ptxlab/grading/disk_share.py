@@ -9,12 +9,13 @@ factor: each sandbox may pass its quota by half before it is stopped.
 """
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from .libc import libc
 
 __all__ = ["DiskShare", "disk_share", "snapshot", "remove_new_files", "RESERVE_MB", "FLOOR_MB",
            "can_mount_scratch", "mount_scratch", "unmount_scratch", "copy_submission"]
@@ -99,17 +100,11 @@ def can_mount_scratch() -> bool:
     return os.geteuid() == 0 and shutil.which("mount") is not None
 
 
-@functools.lru_cache(maxsize=None)
 def _libc():
     """The C library, for ``mount(2)`` and ``umount2(2)`` without starting a program (a
     ``mount`` and an ``umount`` per submission cost two process starts), or ``None``."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc if hasattr(libc, "mount") and hasattr(libc, "umount2") else None
-    except (OSError, AttributeError):
-        return None
+    lib = libc()
+    return lib if lib is not None and hasattr(lib, "mount") and hasattr(lib, "umount2") else None
 
 
 #: ``umount2``'s flag for a lazy unmount (``umount -l``).

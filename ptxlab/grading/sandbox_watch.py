@@ -30,7 +30,6 @@ write past the quota: the measure is what names the quota on the row.
 """
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import stat
@@ -40,6 +39,7 @@ from pathlib import Path
 
 from .cgroups import SubmissionGroup
 from .kernel_boot import _folder_usage
+from .libc import libc
 from .sandbox import _dedupe_nested
 
 __all__ = ["SandboxWatch", "process_table", "process_tree", "folder_usage", "resident_now"]
@@ -58,19 +58,22 @@ def _read(path: str, limit: int = 4096) -> bytes:
         os.close(fd)
 
 
+def _stat_fields(raw: bytes) -> tuple[int, int, int, str]:
+    """``(ppid, resident pages, threads, state)`` of a ``stat`` line of ``/proc``."""
+    rest = raw[raw.rfind(b")") + 2:].split()
+    return int(rest[1]), int(rest[21]), int(rest[17]), rest[0].decode()
+
+
 def _parse_stat(pid: int, raw: bytes) -> tuple[int, int, int, str]:
     """``(ppid, resident pages, threads, state)`` from ``/proc/PID/stat``. A process whose
     first thread has exited while others run on shows a zombie holding nothing there: its
     memory and state are read from one of its live threads instead."""
-    rest = raw[raw.rfind(b")") + 2:].split()
-    ppid, resident, threads, state = int(rest[1]), int(rest[21]), int(rest[17]), rest[0].decode()
+    ppid, resident, threads, state = _stat_fields(raw)
     if state == "Z" and threads > 1:
         live = _live_thread(pid)
         if live is not None:
             try:
-                thread = _read(f"{live}/stat")
-                more = thread[thread.rfind(b")") + 2:].split()
-                resident, state = int(more[21]), more[0].decode()
+                _, resident, _, state = _stat_fields(_read(f"{live}/stat"))
             except (OSError, IndexError, ValueError):
                 pass
     return ppid, resident, threads, state
@@ -180,16 +183,16 @@ def _pss_bytes(pid: int) -> int | None:
     """Proportional resident memory (shared pages split among their users): 0 for a process
     that has exited (it holds nothing), ``None`` where the kernel does not say (then
     :func:`resident_now` reads its resident size, or 0 for a zombie)."""
-    for folder in (f"/proc/{pid}", _live_thread(pid)):    # a live thread, if the first ended
-        if folder is None:
-            break
+    folder: str | None = f"/proc/{pid}"
+    while folder is not None:
         try:
             for line in _read(f"{folder}/smaps_rollup", 8192).splitlines():
                 if line.startswith(b"Pss:"):
                     return int(line.split()[1]) * 1024
             return None
         except (FileNotFoundError, ProcessLookupError):
-            continue
+            # gone, or its first thread ended while others run on: read a live one's
+            folder = _live_thread(pid) if folder == f"/proc/{pid}" else None
         except (OSError, ValueError, IndexError):
             return None
     return 0
@@ -215,23 +218,13 @@ _SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
 _KCMP_FILES = 2
 
 
-@functools.lru_cache(maxsize=None)
-def _libc():
-    import ctypes
-
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
 def _same_files(pid: int, tid: int) -> bool:
     """Whether thread ``tid`` shares the table of open files of thread ``pid`` (threads do
     unless one called ``unshare(CLONE_FILES)``); ``False`` where the kernel cannot say."""
-    libc = _libc()
-    if _SYS_KCMP is None or libc is None:
+    lib = libc()
+    if _SYS_KCMP is None or lib is None:
         return False
-    return libc.syscall(_SYS_KCMP, pid, tid, _KCMP_FILES, 0, 0) == 0
+    return lib.syscall(_SYS_KCMP, pid, tid, _KCMP_FILES, 0, 0) == 0
 
 
 def _fd_folders(pid: int) -> list[str]:
