@@ -13,6 +13,7 @@ arrays (copied).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -595,8 +596,9 @@ class Launch:
                     raise LaunchError(f"argument {i} is an array (passed as a pointer) but the "
                                       f"kernel's parameter {i} is a {p.size}-byte .{p.type}")
                 data = np.ascontiguousarray(arg)
-                buf = self.glob.add(data.nbytes, f"argument {i} ({data.dtype} array of "
-                                    f"{data.size} elements)", data.view(np.uint8).reshape(-1))
+                buf = self.glob.add(data.nbytes, f"argument {i} ({_dtype_text(data.dtype)} "
+                                    f"array of {data.size} elements)",
+                                    data.view(np.uint8).reshape(-1))
                 self.arg_buffers.append((i, buf, arg))
                 out[off:off + 8] = np.frombuffer(np.uint64(buf.base).tobytes(), dtype=np.uint8)
                 continue
@@ -668,6 +670,13 @@ class Launch:
             else:
                 results.append(None)
         return results
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_text(dtype: np.dtype) -> str:
+    """``str(dtype)``, which numpy spells out afresh each time (microseconds, for every array
+    argument of every launch)."""
+    return str(dtype)
 
 
 def module_memory(program: Program) -> memory.GlobalMemory:

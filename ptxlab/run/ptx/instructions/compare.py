@@ -15,22 +15,28 @@ _CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu
 _BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 
-def _compare(cmp: str, a: np.ndarray, b: np.ndarray, is_float: bool) -> np.ndarray:
-    if is_float:
-        nan = np.isnan(a) | np.isnan(b)
-        base = cmp[:-1] if cmp.endswith("u") and cmp not in ("num", "nan") else cmp
-        if cmp == "num":
-            return ~nan
-        if cmp == "nan":
-            return nan
-        r = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
-             "ge": a >= b}[base]
-        if cmp.endswith("u"):
-            return r | nan
-        return r & ~nan
-    base = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}.get(cmp, cmp)
-    return {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
-            "ge": a >= b}[base]
+#: Each integer comparison as one numpy function (``lo``/``ls``/``hi``/``hs`` are the unsigned
+#: names of ``lt``/``le``/``gt``/``ge``; the operands' type already says how they compare).
+_ORDER = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+          "gt": np.greater, "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal,
+          "hi": np.greater, "hs": np.greater_equal}
+
+
+def comparison(cmp: str, is_float: bool):
+    """``f(a, b) -> bool array`` for the comparison ``cmp``, chosen once when the instruction is
+    decoded. For floats, an ordered comparison is false where either operand is NaN and an
+    unordered one (``ltu``...) true there; ``num`` and ``nan`` test for NaN only."""
+    if not is_float:
+        return _ORDER[cmp]
+    if cmp == "num":
+        return lambda a, b: ~(np.isnan(a) | np.isnan(b))
+    if cmp == "nan":
+        return lambda a, b: np.isnan(a) | np.isnan(b)
+    unordered = cmp.endswith("u")
+    order = _ORDER[cmp[:-1] if unordered else cmp]
+    if unordered:
+        return lambda a, b: order(a, b) | (np.isnan(a) | np.isnan(b))
+    return lambda a, b: order(a, b) & ~(np.isnan(a) | np.isnan(b))
 
 
 def _values(get, t):
@@ -65,13 +71,16 @@ def setp(ins, cx):
     gc = cx.src(ops[3], "pred") if boolop else None
     sp = cx.dst(pd, "pred")
     sq = cx.dst(qd, "pred") if qd is not None else None
+    compare = comparison(cmp, is_float)
+    if not (boolop or sq is not None or (ftz and t == "f32")):
+        return lambda w, m: sp(w, compare(ga(w), gb(w)), m)      # the usual setp
 
     def fn(w, m):
         a, b = ga(w), gb(w)
         if ftz and t == "f32":
             a = _ftz(a)
             b = _ftz(b)
-        r = _compare(cmp, a, b, is_float)
+        r = compare(a, b)
         if boolop:
             c = gc(w)
             p = _BOOL[boolop](r, c)
@@ -96,13 +105,14 @@ def _setp_x2(ins, cx, t, cmp, boolop, pd, qd):
     gc = cx.src(ins.operands[3], "pred") if boolop else None
     sp = cx.dst(pd, "pred")
     sq = cx.dst(qd, "pred") if qd is not None else None
+    compare = comparison(cmp, True)
 
     def fn(w, m):
         a, b = ga(w), gb(w)
-        lo = _compare(cmp, floats.decode(a & np.uint32(0xFFFF), fmt),
-                      floats.decode(b & np.uint32(0xFFFF), fmt), True)
-        hi = _compare(cmp, floats.decode(a >> np.uint32(16), fmt),
-                      floats.decode(b >> np.uint32(16), fmt), True)
+        lo = compare(floats.decode(a & np.uint32(0xFFFF), fmt),
+                     floats.decode(b & np.uint32(0xFFFF), fmt))
+        hi = compare(floats.decode(a >> np.uint32(16), fmt),
+                     floats.decode(b >> np.uint32(16), fmt))
         if boolop:
             c = gc(w)
             lo, hi = _BOOL[boolop](lo, c), _BOOL[boolop](hi, c)
@@ -128,9 +138,10 @@ def _set(ins, cx, tys, cmp, boolop):
         true, false = vd.type(-1 if vd.kind == "i" else 0xFFFFFFFF), vd.type(0)
     else:
         raise Unsupported(f"{ins.full_opcode}: destination .{dt} is not modelled")
+    compare = comparison(cmp, is_float)
 
     def fn(w, m):
-        r = _compare(cmp, ga(w), gb(w), is_float)
+        r = compare(ga(w), gb(w))
         if boolop:
             r = _BOOL[boolop](r, gc(w))
         s(w, np.where(r, true, false).astype(vd), m)

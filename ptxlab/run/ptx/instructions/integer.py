@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..decode_context import Unsupported, types_of
-from ..parser import Imm
-from ..values import FLOAT_TYPES, SIGNED_BY_SIZE, SIGNED_TYPES, UNSIGNED_BY_SIZE, VIEW_DTYPE
+from ..parser import Imm, Reg
+from ..values import (FLOAT_TYPES, INT_TYPES, SIGNED_BY_SIZE, SIGNED_TYPES, UNSIGNED_BY_SIZE,
+                      VIEW_DTYPE)
 from . import floating
 from .registry import handles
 
@@ -34,6 +35,29 @@ def _bits(t: str) -> int:
 
 def _unsigned_view(v: np.ndarray) -> np.ndarray:
     return v.view(_U[v.dtype.itemsize])
+
+
+def _register_type(ins, cx, t: str) -> str:
+    """The type a sign-agnostic instruction (``add``, ``sub``, ``mul.lo``, ``mad.lo``, ``and``,
+    ``or``, ``xor``) computes in: the destination register's own type where every operand is a
+    register of ``t``'s width or an immediate, so that no operand and no result is viewed as
+    another type each time it runs (two's complement gives the same bits in either); ``t``
+    otherwise (a narrower or wider register is extended by ``t``'s sign)."""
+    if t not in INT_TYPES:
+        return t
+    size = np.dtype(VIEW_DTYPE[t]).itemsize
+    own = None
+    for k, op in enumerate(ins.operands):
+        if isinstance(op, Imm) and k:
+            continue
+        if not isinstance(op, Reg) or op.neg or op.name not in cx.fcode.reg_ids:
+            return t
+        dt = np.dtype(cx.fcode.reg_dtypes[cx.fcode.reg_ids[op.name]])
+        if dt.kind not in "iu" or dt.itemsize != size:
+            return t
+        if k == 0:
+            own = dt
+    return ("s" if own.kind == "i" else "u") + str(size * 8)
 
 
 def _binary(ins, cx, t, op):
@@ -66,7 +90,7 @@ def add_sub(ins, cx):
         return _binary(ins, cx, t, sat)
     if t in ("u16x2", "s16x2"):
         raise Unsupported(f"{ins.full_opcode} is not modelled")
-    return _binary(ins, cx, t, np.subtract if sub else np.add)
+    return _binary(ins, cx, _register_type(ins, cx, t), np.subtract if sub else np.add)
 
 
 def _add_cc(ins, cx, t, carry_in: bool):
@@ -135,6 +159,8 @@ def mul(ins, cx):
     part = "lo" if "lo" in ins.mods else "hi" if "hi" in ins.mods else "wide" if "wide" in ins.mods \
         else "lo"
     d, a, b = ins.operands[:3]
+    if part == "lo":
+        t = _register_type(ins, cx, t)
     ga, gb = cx.src(a, t), cx.src(b, t)
     signed = t in SIGNED_TYPES
     bits = _bits(t)
@@ -153,6 +179,8 @@ def mad(ins, cx):
     if "cc" in mods:
         raise Unsupported(f"{ins.full_opcode}: mad with carry is not modelled")
     part = "hi" if "hi" in mods else "wide" if "wide" in mods else "lo"
+    if part == "lo" and "sat" not in mods:
+        t = _register_type(ins, cx, t)
     d, a, b, c = ins.operands[:4]
     signed = t in SIGNED_TYPES
     bits = _bits(t)
@@ -551,7 +579,7 @@ def shf(ins, cx):
 def logic(ins, cx):
     t = _type(ins, cx)
     op = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[ins.opcode]
-    return _binary(ins, cx, t, op)
+    return _binary(ins, cx, _register_type(ins, cx, t), op)
 
 
 @handles("not", "cnot")
