@@ -422,3 +422,21 @@ def test_bank_view_passes_chunks_to_a_three_argument_swizzle():
     assert "0 extra" in view.status.value
     view.row_bytes.value = 32
     assert "0 extra" in view.status.value
+
+
+def test_many_accesses_at_once_find_the_conflicts_one_by_one_finds():
+    """``conflicting`` (the whole tile's accesses in one call of the bank model, which the
+    round-trip check uses to skip the conflict-free ones) says the same as looking at each
+    access lane by lane, for ldmatrix rows and for 16-byte stores alike."""
+    rng = np.random.default_rng(7)
+    for groups, width, one in ((layouts.row_address_lanes(4), 16, ex.ldmatrix_conflicts),
+                               (ex._store_phases(16), 16, ex.store_conflicts)):
+        # conflict-free (each group of 8 lanes on the 8 slots of one 128-byte row, in any
+        # order, the rows anywhere), then a clash planted in some
+        addrs = np.stack([np.concatenate([rng.permutation(8) * 16 + 128 * rng.integers(64)
+                                          for _ in range(4)]) for _ in range(60)])
+        addrs[::3, 5] = addrs[::3, 4] + 128 * 8
+        addrs[1::7, 9] = addrs[1::7, 8]
+        many = ex.conflicting(groups, addrs, width)
+        assert list(many) == [bool(one(a)) for a in addrs]
+        assert many.any() and not many.all()

@@ -9,6 +9,7 @@ is the one the capstone kernels use (:class:`ptxlab.model.shared_tiles.SharedTil
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -52,6 +53,15 @@ def lane_rows_chunks(placement: tiles.Placement, row0: int = 0,
     """Tile row and 16-byte chunk each lane's row address must point at, for the matrices of
     ``placement`` with their top-left corner at tile row ``row0``, chunk ``chunk0``
     (``-1`` for lanes the instruction ignores)."""
+    rows, chunks = _lane_rows_chunks(placement, int(row0), int(chunk0))
+    return rows.copy(), chunks.copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _lane_rows_chunks(placement: tiles.Placement, row0: int,
+                      chunk0: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lane_rows_chunks`, worked out once per placement and corner (a check asks for
+    the same few again and again), read-only."""
     lanes = layouts.row_address_lanes(placement.num)
     rows = np.full(layouts.WARP_SIZE, -1, dtype=np.int64)
     chunks = np.full(layouts.WARP_SIZE, -1, dtype=np.int64)
@@ -60,6 +70,7 @@ def lane_rows_chunks(placement: tiles.Placement, row0: int = 0,
             tr, tc = placement.row_start(i, r)
             rows[lanes[i, r]] = row0 + tr
             chunks[lanes[i, r]] = chunk0 + tc * tiles.ELEM_BYTES // CHUNK_BYTES
+    rows.flags.writeable = chunks.flags.writeable = False
     return rows, chunks
 
 
@@ -147,10 +158,26 @@ def store_conflicts(addrs, width: int = 16, active=None) -> list[PhaseConflict]:
     """The lane groups of one ordinary ``st.shared``/``ld.shared`` of ``width`` bytes per lane
     that conflict (a phase is ``128 // width`` lanes)."""
     a = np.asarray(addrs, dtype=np.int64)
-    per = banks.WAVEFRONT_BYTES // max(width, banks.BANK_BYTES)
-    groups = [range(p * per, (p + 1) * per) for p in range(layouts.WARP_SIZE // per)]
     mask = None if active is None else np.asarray(active, dtype=bool)
-    return _phase_conflicts(groups, a, width, mask)
+    return _phase_conflicts(_store_phases(width), a, width, mask)
+
+
+def _store_phases(width: int) -> list[range]:
+    """The lanes of each phase of an ordinary access of ``width`` bytes per lane."""
+    per = banks.WAVEFRONT_BYTES // max(width, banks.BANK_BYTES)
+    return [range(p * per, (p + 1) * per) for p in range(layouts.WARP_SIZE // per)]
+
+
+def conflicting(groups: Sequence[Sequence[int]], addrs: np.ndarray, width: int) -> np.ndarray:
+    """Which of many warp accesses (``addrs``: ``(n, 32)``, every lane active) has a phase of
+    more than one wavefront: one call of the bank model for all of them, so that a check of a
+    whole tile looks lane by lane (:func:`_phase_conflicts`) only at an access that conflicts."""
+    words_per_lane = max(1, width // banks.BANK_BYTES)
+    table = np.asarray(groups, dtype=np.int64).reshape(len(groups), -1)     # (phases, lanes)
+    a = np.asarray(addrs, dtype=np.int64)
+    words = (a[:, table] // banks.BANK_BYTES)[..., None] + np.arange(words_per_lane)
+    costs = banks.phase_wavefronts(words.reshape(len(a), len(table), -1))
+    return (costs > 1).any(axis=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -682,13 +709,22 @@ def describe_tile_value(v: int) -> str:
 def roundtrip_expected(rows: int) -> np.ndarray:
     """``(pieces, 32, 4)``: what each ldmatrix.x4 of the A pieces gives, read from the plain
     (unswizzled) tile by the emulator: the swizzle must not change a single register."""
+    return _roundtrip_expected(int(rows)).copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _roundtrip_expected(rows: int) -> np.ndarray:
+    """:func:`roundtrip_expected`, read once per tile height (every check of every submission
+    reads the same few), read-only."""
     tile = np.arange(rows * A_TILE_COLS, dtype=np.uint16)
     place = tiles.mma_a()
     out = []
     for row0, chunk0 in _pieces(rows, A_TILE_COLS // 8):
-        r, c = lane_rows_chunks(place, row0, chunk0)
+        r, c = _lane_rows_chunks(place, row0, chunk0)
         out.append(emulator.ldmatrix(tile.view(np.uint8), (r * A_TILE_COLS // 8 + c) * 16, num=4))
-    return np.array(out)
+    expected = np.array(out)
+    expected.flags.writeable = False
+    return expected
 
 
 @dataclass
@@ -762,7 +798,7 @@ class SwizzleKernelExercise(KernelExercise):
                                        "give every chunk a 16-byte slot of its own"])
         # 2. the registers: exactly what the emulator reads from the plain tile
         regs = np.asarray(res.outputs[2]).view(np.uint32).reshape(pieces, 32, 4)
-        halves = roundtrip_expected(rows).astype(np.uint32).view(np.uint16)
+        halves = _roundtrip_expected(rows).astype(np.uint32).view(np.uint16)
         exp = (halves + np.uint16(run.offset)).view(np.uint32)
         for p, (row0, chunk0) in enumerate(_pieces(rows, A_TILE_COLS // 8)):
             r = checks.check_kernel_outputs(self.title, regs[p], exp[p],
@@ -777,8 +813,9 @@ class SwizzleKernelExercise(KernelExercise):
                 return r
         # 3. bank conflicts of the loads (the addresses the kernel recorded) and of the stores
         addrs = np.asarray(res.outputs[3]).astype(np.int64).reshape(pieces, 32)
+        loads_conflict = conflicting(layouts.row_address_lanes(4), addrs, CHUNK_BYTES)
         for p, (row0, chunk0) in enumerate(_pieces(rows, A_TILE_COLS // 8)):
-            found = ldmatrix_conflicts(addrs[p])
+            found = ldmatrix_conflicts(addrs[p]) if loads_conflict[p] else []
             if found:
                 lanes = found[0].colliding
                 diffs = [LaneDiff(int(l), f"offset {addrs[p, l]} (row {addrs[p, l] // 128}, "
@@ -792,8 +829,11 @@ class SwizzleKernelExercise(KernelExercise):
                                        "swizzle the chunk with the row: chunk ^ (row % 8)"],
                                    wrong_lanes=list(lanes))
         stores = np.array([slot_of[q] for q in range(rows * 8)]) * CHUNK_BYTES
-        for start in range(0, rows * 8, 32):
-            found = store_conflicts(stores[start:start + 32])
+        groups = [stores[start:start + 32] for start in range(0, rows * 8, 32)]
+        stores_conflict = (conflicting(_store_phases(CHUNK_BYTES), np.stack(groups), CHUNK_BYTES)
+                           if all(len(g) == 32 for g in groups) else [True] * len(groups))
+        for start, group, maybe in zip(range(0, rows * 8, 32), groups, stores_conflict):
+            found = store_conflicts(group) if maybe else []
             if found:
                 return CheckResult(self.title, False, 0.5, f"the loads are conflict-free, but "
                                    f"the 16-byte stores of chunks {start}-{start + 31} "

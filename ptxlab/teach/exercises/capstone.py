@@ -225,14 +225,17 @@ def k_loop_model(a: np.ndarray, b: np.ndarray, n_chunk: int, *, swizzle_reads: b
         return (swizzled_offset(r, c, TILE_CHUNKS) if swizzle_reads
                 else (r * TILE_CHUNKS + c) * CHUNK_BYTES)
 
-    acc = [np.zeros((32, form.c.regs), dtype=np.uint32) for _ in range(2)]
+    # the two accumulators are independent: one call of the tensor-core model runs both, as
+    # two warps would (the same bits as two calls)
+    acc = np.zeros((len(b_regs), 32, form.c.regs), dtype=np.uint32)
+    pairs = [list(pair) for pair in b_regs]
     for ks in range(steps):
         ra = emulator.ldmatrix(sa, offsets(tiles.mma_a(), 0, 2 * ks), num=4)
         rb = emulator.ldmatrix(sb, offsets(b_two_tiles(), 16 * ks, n_chunk), num=4, trans=trans)
-        for j, (b0, b1) in enumerate(b_regs):
-            acc[j] = emulator.mma(MMA_F32[0], ra, rb[:, [b0, b1]], acc[j], atype="f16",
-                                  btype="f16", ctype="f32", dtype="f32")
-    return np.concatenate(acc, axis=1)
+        acc = emulator.mma(MMA_F32[0], np.stack([ra] * len(pairs)),
+                           np.stack([rb[:, pair] for pair in pairs]), acc, atype="f16",
+                           btype="f16", ctype="f32", dtype="f32")
+    return np.concatenate(list(acc), axis=1)
 
 
 def k_loop_inputs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

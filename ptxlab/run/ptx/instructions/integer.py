@@ -135,7 +135,7 @@ def _mul_parts(x: np.ndarray, y: np.ndarray, bits: int, signed: bool, part: str)
     """The lo/hi/wide part of the exact product of two ``bits``-wide integers."""
     if bits <= 32:
         big = np.int64 if signed else np.uint64
-        p = x.astype(big) * y.astype(big)
+        p = np.multiply(x, y, dtype=big)            # widened first: exact
         if part == "wide":
             return p.astype(_S[bits // 4] if signed else _U[bits // 4]) if bits < 32 else p
         if part == "hi":
@@ -549,6 +549,10 @@ def _shift_by_constant(left: bool, t: str, k: int, ga, s):
     if k >= bits:
         return lambda w, m: s(w, np.zeros_like(ga(w)), m)
     by = ud.type(k)
+    if vd == ud:                                     # no views of an unsigned register
+        if left:
+            return lambda w, m: s(w, ga(w) << by, m)
+        return lambda w, m: s(w, ga(w) >> by, m)
     if left:
         return lambda w, m: s(w, (ga(w).view(ud) << by).view(vd), m)
     return lambda w, m: s(w, (ga(w).view(ud) >> by).view(vd), m)
