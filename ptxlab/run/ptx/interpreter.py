@@ -17,6 +17,7 @@ import functools
 import os
 import re
 import time
+import types
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -577,9 +578,8 @@ class Launch:
     def clock(self) -> int:
         return time.perf_counter_ns() - self._t0
 
-    def block_specials(self, idx) -> dict:
-        return {"%ctaid.x": constant(idx[0], np.uint32), "%ctaid.y": constant(idx[1], np.uint32),
-                "%ctaid.z": constant(idx[2], np.uint32)}
+    def block_specials(self, idx) -> types.MappingProxyType:
+        return _block_specials(tuple(idx))
 
     def _pack_params(self, args: list) -> np.ndarray:
         prog = self.program
@@ -587,11 +587,11 @@ class Launch:
         if len(args) != len(params):
             raise LaunchError(f"kernel {prog.entry_name} takes {len(params)} argument(s), "
                               f"got {len(args)}")
-        # padded to 16 bytes so every aligned parameter can be read as its own type
-        out = np.zeros(max(16, (prog.param_size + 15) // 16 * 16), dtype=np.uint8)
+        # padded to 16 bytes so every aligned parameter can be read as its own type; packed as
+        # bytes first (a slice of a bytearray costs a tenth of a numpy slice assignment)
+        out = bytearray(max(16, (prog.param_size + 15) // 16 * 16))
         for i, ((p, off), arg) in enumerate(zip(params, args)):
-            if isinstance(arg, np.ndarray) and arg.ndim > 0 or (isinstance(arg, np.ndarray)
-                                                                and arg.ndim == 0 and False):
+            if isinstance(arg, np.ndarray) and arg.ndim > 0:
                 if p.size != 8:
                     raise LaunchError(f"argument {i} is an array (passed as a pointer) but the "
                                       f"kernel's parameter {i} is a {p.size}-byte .{p.type}")
@@ -600,7 +600,7 @@ class Launch:
                                     f"array of {data.size} elements)",
                                     data.view(np.uint8).reshape(-1))
                 self.arg_buffers.append((i, buf, arg))
-                out[off:off + 8] = np.frombuffer(np.uint64(buf.base).tobytes(), dtype=np.uint8)
+                out[off:off + 8] = buf.base.to_bytes(8, "little")
                 continue
             if isinstance(arg, (bool, int, float)) and not isinstance(arg, np.generic):
                 raise LaunchError(
@@ -612,12 +612,12 @@ class Launch:
             if not isinstance(arg, np.generic):
                 raise LaunchError(f"argument {i} must be a numpy array or numpy scalar, got "
                                   f"{type(arg).__name__}")
-            raw = np.asarray(arg).tobytes()
+            raw = arg.tobytes()
             if len(raw) != p.size:
                 raise LaunchError(f"argument {i} is a {np.asarray(arg).dtype} ({len(raw)} bytes) "
                                   f"but the kernel's parameter {i} is .{p.type} ({p.size} bytes)")
-            out[off:off + p.size] = np.frombuffer(raw, dtype=np.uint8)
-        return out
+            out[off:off + p.size] = raw
+        return np.frombuffer(out, dtype=np.uint8)
 
     def run(self) -> list:
         with np.errstate(all="ignore"):
@@ -670,6 +670,15 @@ class Launch:
             else:
                 results.append(None)
         return results
+
+
+@functools.lru_cache(maxsize=4096)
+def _block_specials(idx: tuple) -> types.MappingProxyType:
+    """``%ctaid`` of the block ``idx``: read-only arrays in a read-only table, so the launches
+    of a check share them (each warp copies the table into its own)."""
+    return types.MappingProxyType({
+        "%ctaid.x": constant(idx[0], np.uint32), "%ctaid.y": constant(idx[1], np.uint32),
+        "%ctaid.z": constant(idx[2], np.uint32)})
 
 
 @functools.lru_cache(maxsize=None)
