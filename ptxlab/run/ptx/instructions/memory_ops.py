@@ -10,13 +10,15 @@ import numpy as np
 from .. import floats
 from ..decode_context import K_OP, CodeEntry, Unsupported, types_of
 from ..errors import NeedsWarpByWarp
-from ..memory import IN_SHARED, check_alignment
-from ..parser import Imm, Reg, Vec
+from ..memory import IN_SHARED, WarpAccess, check_alignment
+from ..parser import Addr, Imm, Reg, Sym, Vec
 from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
 from .registry import handles
 
 _SPACES = {"global", "shared", "local", "param", "const"}
+#: spaces whose access a whole warp may make at once (see ``Spaces.load_warp``)
+_WHOLE_WARP_SPACES = ("shared", "global", "param")
 _ALL = {WARP: np.arange(WARP)}
 
 
@@ -104,6 +106,83 @@ def ld(ins, cx):
             for i, s in enumerate(sets):
                 s(w, vals[:, i], m)
         return ld_param
+    lanewise = _ld_lanes(sets, sp, get_addr, vd, n, what)
+    if sp not in _WHOLE_WARP_SPACES:
+        return lanewise
+    access = WarpAccess(vd, n)
+    whole = _ld_whole_warp(sets, sp, get_addr, access, what, lanewise)
+    if sp == "param" and _constant_address(ins.operands[1]):
+        return _ld_param_kept(sets, get_addr, access, what, whole)
+    return whole
+
+
+def _constant_address(addr) -> bool:
+    """Whether an address operand is the same in every lane for the whole launch."""
+    return isinstance(addr, Addr) and (addr.base is None or isinstance(addr.base, Sym))
+
+
+def _ld_whole_warp(sets, sp: str, get_addr, access: WarpAccess, what, lanewise):
+    """``ld`` with every lane active: one check and one index for the warp where every lane is
+    aligned and inside one buffer, else the lane-by-lane ``lanewise``."""
+    if access.count == 1:
+        s0 = sets[0]
+
+        def ld_warp1(w, m):
+            if m is None:
+                items = w.spaces.load_warp(sp, get_addr(w), access, what)
+                if items is not None:
+                    s0(w, items, None)
+                    return
+            lanewise(w, m)
+        return ld_warp1
+
+    def ld_warp(w, m):
+        if m is None:
+            items = w.spaces.load_warp(sp, get_addr(w), access, what)
+            if items is not None:
+                vals = access.unpack(items)
+                for i, s in enumerate(sets):
+                    s(w, vals[:, i], None)
+                return
+        lanewise(w, m)
+    return ld_warp
+
+
+def _ld_param_kept(sets, get_addr, access: WarpAccess, what, load):
+    """``ld.param`` at a constant address: a kernel parameter is one value in every lane for
+    the whole launch, so it is loaded once per launch (per parameter bytes) and the same
+    read-only arrays are handed out after (registers are replaced, never written in place).
+    Until one whole-warp load succeeds, and whenever it cannot, ``load`` does the work."""
+    kept: list = [None, 0, ()]          # parameter bytes, lanes, one array per destination
+
+    def ld_param(w, m):
+        sp = w.spaces
+        if kept[0] is not sp.params or kept[1] != w.width:
+            if m is not None:
+                load(w, m)
+                return
+            items = sp.load_warp("param", get_addr(w), access, what)
+            if items is None:
+                load(w, m)
+                return
+            kept[:] = sp.params, w.width, _read_only_columns(access.unpack(items))
+        for s, v in zip(sets, kept[2]):
+            s(w, v, m)
+    return ld_param
+
+
+def _read_only_columns(vals: np.ndarray) -> tuple:
+    """Each column of ``vals`` as its own read-only array, to be handed out many times."""
+    cols = []
+    for i in range(vals.shape[1]):
+        c = np.ascontiguousarray(vals[:, i])
+        c.flags.writeable = False
+        cols.append(c)
+    return tuple(cols)
+
+
+def _ld_lanes(sets, sp: str, get_addr, vd, n: int, what):
+    """``ld`` lane by lane: the active lanes' addresses, each checked."""
     if n == 1:
         s0 = sets[0]
 
@@ -152,7 +231,42 @@ def st(ins, cx):
         return st_param
     if sp == "param":
         raise cx.error("kernel parameters are read-only")
+    lanewise = _st_lanes(gets, sp, get_addr, vd, n, what)
+    if sp not in _WHOLE_WARP_SPACES:
+        return lanewise
+    return _st_whole_warp(gets, sp, get_addr, WarpAccess(vd, n), what, lanewise)
 
+
+def _st_whole_warp(gets, sp: str, get_addr, access: WarpAccess, what, lanewise):
+    """``st`` with every lane active: one check and one index for the warp where every lane is
+    aligned and inside one writable buffer, else the lane-by-lane ``lanewise``."""
+    vd = access.dtype
+    if access.count == 1:
+        g0 = gets[0]
+
+        def st_warp1(w, m):
+            if m is None:
+                v = g0(w)
+                if v.dtype != vd:
+                    v = v.astype(vd)
+                if w.spaces.store_warp(sp, get_addr(w), access, v, what):
+                    return
+            lanewise(w, m)
+        return st_warp1
+
+    def st_warp(w, m):
+        if m is None:
+            vals = np.stack([g(w) for g in gets], axis=1)
+            if vals.dtype != vd:
+                vals = vals.astype(vd)
+            if w.spaces.store_warp(sp, get_addr(w), access, access.pack(vals), what):
+                return
+        lanewise(w, m)
+    return st_warp
+
+
+def _st_lanes(gets, sp: str, get_addr, vd, n: int, what):
+    """``st`` lane by lane: the active lanes' addresses, each checked."""
     def st_(w, m):
         lanes = _lanes(w, m)
         a = get_addr(w)
