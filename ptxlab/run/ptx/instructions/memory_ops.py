@@ -150,25 +150,54 @@ def _ld_whole_warp(sets, sp: str, get_addr, access: WarpAccess, what, lanewise):
 
 def _ld_param_kept(sets, get_addr, access: WarpAccess, what, load):
     """``ld.param`` at a constant address: a kernel parameter is one value in every lane for
-    the whole launch, so it is loaded once per launch (per parameter bytes) and the same
-    read-only arrays are handed out after (registers are replaced, never written in place).
-    Until one whole-warp load succeeds, and whenever it cannot, ``load`` does the work."""
-    kept: list = [None, 0, ()]          # parameter bytes, lanes, one array per destination
+    the whole launch, a function of its bytes alone, so the values are kept with the bytes
+    they came from and handed out again (the same read-only arrays: registers are replaced,
+    never written in place) while the parameter holds those bytes, in this launch or a later
+    one. Until one whole-warp load succeeds, and whenever it cannot, ``load`` does the work."""
+    kept = _KeptParam()
 
     def ld_param(w, m):
         sp = w.spaces
-        if kept[0] is not sp.params or kept[1] != w.width:
+        if not kept.holds(sp.params, w.width):
             if m is not None:
                 load(w, m)
                 return
-            items = sp.load_warp("param", get_addr(w), access, what)
+            a = get_addr(w)
+            items = sp.load_warp("param", a, access, what)
             if items is None:
                 load(w, m)
                 return
-            kept[:] = sp.params, w.width, _read_only_columns(access.unpack(items))
-        for s, v in zip(sets, kept[2]):
+            kept.keep(sp.params, w.width, int(a[0]), access,
+                      _read_only_columns(access.unpack(items)))
+        for s, v in zip(sets, kept.values):
             s(w, v, m)
     return ld_param
+
+
+class _KeptParam:
+    """One ``ld.param``'s values and the parameter bytes they came from."""
+
+    __slots__ = ("params", "width", "raw", "start", "end", "values")
+
+    def __init__(self):
+        self.params, self.width, self.raw, self.values = None, 0, b"", ()
+        self.start = self.end = 0
+
+    def holds(self, params: np.ndarray, width: int) -> bool:
+        """Whether the kept values are those of ``params`` (the same bytes at the address)."""
+        if params is self.params and width == self.width:
+            return True
+        if (width != self.width or not self.raw
+                or params[self.start:self.end].tobytes() != self.raw):
+            return False
+        self.params = params
+        return True
+
+    def keep(self, params: np.ndarray, width: int, start: int, access: WarpAccess,
+             values: tuple) -> None:
+        self.params, self.width, self.values = params, width, values
+        self.start, self.end = start, start + access.total
+        self.raw = params[self.start:self.end].tobytes()
 
 
 def _read_only_columns(vals: np.ndarray) -> tuple:
