@@ -305,21 +305,24 @@ def test_a_whole_warps_load_warp_and_store_warp_do_what_the_lane_path_does(seed)
     assert faults > 20 and took > 30
 
 
+COPY16 = memory.WarpAccess(np.uint8, 16)
+
+
 def test_a_planned_copy_does_what_a_load_and_a_store_do():
     fast, slow = _spaces(memory.Spaces), _spaces(_LaneByLane)
     lanes = np.arange(12)
     dst = (memory.SHARED_START + 16 * np.random.default_rng(3).permutation(12)).astype(np.uint64)
     src = (fast.glob.buffers[0].base + 16 * (np.arange(12) % 6)).astype(np.uint64)
-    plan = fast.plan_copy(dst, src, 16)
+    plan = fast.plan_copy(dst, src, COPY16)
     assert plan is not None
     fast.copy_planned(plan, SITE)
     slow.store("shared", dst, lanes, slow.load("global", src, lanes, np.uint8, 16, SITE), SITE)
     assert np.array_equal(fast.shared, slow.shared)
     assert np.array_equal(fast.race.written, slow.race.written)
     assert fast.race.uninitialized == slow.race.uninitialized
-    assert fast.plan_copy(dst + np.uint64(8), src, 16) is None          # misaligned
-    assert fast.plan_copy(dst, src + np.uint64(16 * 6), 16) is None     # past argument 0
-    assert _LaneByLane.plan_copy(slow, dst, src, 16) is None            # lane by lane
+    assert fast.plan_copy(dst + np.uint64(8), src, COPY16) is None          # misaligned
+    assert fast.plan_copy(dst, src + np.uint64(16 * 6), COPY16) is None     # past argument 0
+    assert _LaneByLane.plan_copy(slow, dst, src, COPY16) is None            # lane by lane
 
 
 PARAM_KERNEL = r'''

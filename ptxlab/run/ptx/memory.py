@@ -103,13 +103,6 @@ def item_view(data: np.ndarray, item: np.dtype) -> np.ndarray:
     return np.ndarray((n,), item, buffer=data, strides=(1,))
 
 
-def items_of(kept: ItemViews | None, source: np.ndarray, start: int = 0) -> ItemViews:
-    """``kept`` while it still sees ``source``, else new views of it (its bytes replaced)."""
-    if kept is None or kept.source is not source:
-        kept = ItemViews(source, start)
-    return kept
-
-
 @dataclass
 class Buffer:
     base: int
@@ -251,6 +244,7 @@ def _scatter(data: np.ndarray, off: np.ndarray, values: np.ndarray) -> None:
 
 
 _START = np.uint64(SHARED_START)
+_OR = np.bitwise_or.reduce
 _ACCESSES: dict = {}
 _EVERY_LANE: dict = {}
 
@@ -401,23 +395,29 @@ class Spaces:
         if space == "shared":           # one bound: below the start wraps round, generic is huge
             off = addrs - _START
             size, writable = self.shared_size, True
-            items = self._shared_items = items_of(self._shared_items, self.shared, SHARED_START)
+            items = self._shared_items
+            if items is None or items.source is not self.shared:
+                items = self._shared_items = ItemViews(self.shared, SHARED_START)
         elif space == "global":
             glob = self.glob
-            k = bisect.bisect_right(glob._base_list, int(addrs[0])) - 1
+            k = bisect.bisect_right(glob._base_list, addrs.item(0)) - 1
             if k < 0:
                 return None
             b = glob.buffers[k]
             off = addrs - b.ubase       # below the buffer wraps round
             size, writable = b.size, b.writable
-            items = b.items = items_of(b.items, b.data)
+            items = b.items
+            if items is None or items.source is not b.data:
+                items = b.items = ItemViews(b.data)
         elif space == "param":
             off = addrs
             size, writable = self.param_size, False
-            items = self._param_items = items_of(self._param_items, self.params)
+            items = self._param_items
+            if items is None or items.source is not self.params:
+                items = self._param_items = ItemViews(self.params)
         else:
             return None
-        low = int(np.bitwise_or.reduce(off))
+        low = int(_OR(off))
         if low & (align - 1) or (low + total > size and int(off.max()) + total > size):
             return None
         return items, off.view(np.int64), writable
@@ -447,18 +447,20 @@ class Spaces:
         where.of(access)[off] = items
         return True
 
-    def plan_copy(self, dst: np.ndarray, src: np.ndarray, size: int):
-        """A whole warp's copy of ``size`` bytes per lane from global ``src`` to shared ``dst``
-        (uint64 addresses), checked now at both ends, to make later with
+    def plan_copy(self, dst: np.ndarray, src: np.ndarray, access: WarpAccess):
+        """A whole warp's copy of ``access.total`` bytes per lane (``access``: that many bytes)
+        from global ``src`` to shared ``dst`` (uint64 addresses), checked now at both ends, to
+        make later with
         :meth:`copy_planned`; ``None`` where a lane is misaligned or outside (then the lane by
         lane checks name it)."""
+        size = access.total
         to = self._place("shared", dst, size, size)
         if to is None:
             return None
         fro = self._place("global", src, size, size)
         if fro is None:
             return None
-        return to[0], to[1], fro[0], fro[1], warp_access(np.uint8, size)
+        return to[0], to[1], fro[0], fro[1], access
 
     def copy_planned(self, plan, what) -> None:
         """Make a copy :meth:`plan_copy` checked: read every lane's bytes, then write them

@@ -285,7 +285,7 @@ def _st_whole_warp(gets, sp: str, get_addr, access: WarpAccess, what, lanewise):
 
     def st_warp(w, m):
         if m is None:
-            vals = np.stack([g(w) for g in gets], axis=1)
+            vals = np.array([g(w) for g in gets]).T    # (lanes, count); packed contiguous
             if vals.dtype != vd:
                 vals = vals.astype(vd)
             if w.spaces.store_warp(sp, get_addr(w), access, access.pack(vals), what):
@@ -465,7 +465,15 @@ def cp(ins, cx):
     _, gsrc = cx.address(src_addr, "global")
     what = Site(ins)           # the opcode, carrying its line for racecheck
 
+    whole = src_size is None and ignore_src is None     # every lane copies all its bytes
+    access = WarpAccess(np.uint8, size)
+
     def issue(w, m):
+        if m is None and whole:
+            plan = w.spaces.plan_copy(gdst(w), gsrc(w), access)
+            if plan is not None:        # both ends checked for the whole warp
+                w.cp_open.append(_PlannedCopy(plan, what))
+                return
         lanes = _lanes(w, m)
         d = gdst(w)[lanes]
         sa = gsrc(w)[lanes]
@@ -501,7 +509,19 @@ def _all_lanes(fn):
     return wide
 
 
+class _PlannedCopy:
+    """A whole warp's copy checked at its issue (``Spaces.plan_copy``), made at the wait."""
+
+    __slots__ = ("plan", "what")
+
+    def __init__(self, plan, what):
+        self.plan, self.what = plan, what
+
+
 def _perform_copy(w, copy) -> None:
+    if type(copy) is _PlannedCopy:
+        w.spaces.copy_planned(copy.plan, copy.what)
+        return
     lanes, dst, src, n, size, what = copy
     if lanes.size and (n == size).all():    # every lane copies all its bytes
         w.spaces.store("shared", dst, lanes,
