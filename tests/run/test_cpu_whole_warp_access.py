@@ -345,3 +345,17 @@ def test_a_kept_parameter_load_follows_the_parameter_bytes():
                                grid=1, block=32, backend="cpu").outputs[0]
     for n, m in ((3, 5 << 32), (3, 5 << 32), (7, 5 << 32), (7, 9 << 32), (3, 5 << 32)):
         assert list(run(n, m)) == [n + (m >> 32) + t for t in range(32)]
+
+
+@pytest.mark.parametrize("dtype,count", [(np.uint32, 4), (np.uint16, 2), (np.float32, 4),
+                                         (np.uint64, 2), (np.uint8, 4)])
+def test_a_vectors_sources_pack_as_its_stacked_elements(dtype, count):
+    """``st.v2/v4`` packs its source registers straight into items: the bytes of the
+    ``(lanes, count)`` elements the lane path stores."""
+    access = memory.WarpAccess(dtype, count)
+    rng = np.random.default_rng(count)
+    cols = [rng.integers(0, 250, 32).astype(dtype) for _ in range(count)]
+    packed = access.pack_columns(cols, 32)
+    assert packed.tobytes() == np.stack(cols, axis=1).tobytes()
+    assert packed.tobytes() == access.pack(np.stack(cols, axis=1)).tobytes()
+    assert np.array_equal(access.unpack(packed), np.stack(cols, axis=1))

@@ -70,6 +70,13 @@ class WarpAccess:
             return items[:, None]
         return items.view(self.dtype).reshape(items.size, self.count)
 
+    def pack_columns(self, columns: list, lanes: int) -> np.ndarray:
+        """One item per lane from ``count`` arrays of ``lanes`` elements (a vector's sources),
+        written straight into the items' bytes."""
+        items = np.empty(lanes, self.item)
+        items.view(self.dtype).reshape(lanes, self.count).T[...] = columns
+        return items
+
     def pack(self, values: np.ndarray) -> np.ndarray:
         """``(lanes, count)`` elements of ``dtype`` as one item per lane."""
         if self.count == 1:

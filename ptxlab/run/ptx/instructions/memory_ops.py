@@ -154,11 +154,14 @@ def _ld_param_kept(sets, get_addr, access: WarpAccess, what, load):
     they came from and handed out again (the same read-only arrays: registers are replaced,
     never written in place) while the parameter holds those bytes, in this launch or a later
     one. Until one whole-warp load succeeds, and whenever it cannot, ``load`` does the work."""
-    kept = _KeptParam()
+    # (parameter bytes, lanes, first byte, those bytes, values): one tuple, replaced whole, so
+    # a reader never mixes two launches' parts
+    kept: list = [None]
 
     def ld_param(w, m):
         sp = w.spaces
-        if not kept.holds(sp.params, w.width):
+        values = _kept_values(kept[0], sp.params, w.width)
+        if values is None:
             if m is not None:
                 load(w, m)
                 return
@@ -167,37 +170,23 @@ def _ld_param_kept(sets, get_addr, access: WarpAccess, what, load):
             if items is None:
                 load(w, m)
                 return
-            kept.keep(sp.params, w.width, int(a[0]), access,
-                      _read_only_columns(access.unpack(items)))
-        for s, v in zip(sets, kept.values):
+            start = int(a[0])
+            values = _read_only_columns(access.unpack(items))
+            kept[0] = (sp.params, w.width, start,
+                       sp.params[start:start + access.total].tobytes(), values)
+        for s, v in zip(sets, values):
             s(w, v, m)
     return ld_param
 
 
-class _KeptParam:
-    """One ``ld.param``'s values and the parameter bytes they came from."""
-
-    __slots__ = ("params", "width", "raw", "start", "end", "values")
-
-    def __init__(self):
-        self.params, self.width, self.raw, self.values = None, 0, b"", ()
-        self.start = self.end = 0
-
-    def holds(self, params: np.ndarray, width: int) -> bool:
-        """Whether the kept values are those of ``params`` (the same bytes at the address)."""
-        if params is self.params and width == self.width:
-            return True
-        if (width != self.width or not self.raw
-                or params[self.start:self.end].tobytes() != self.raw):
-            return False
-        self.params = params
-        return True
-
-    def keep(self, params: np.ndarray, width: int, start: int, access: WarpAccess,
-             values: tuple) -> None:
-        self.params, self.width, self.values = params, width, values
-        self.start, self.end = start, start + access.total
-        self.raw = params[self.start:self.end].tobytes()
+def _kept_values(kept, params: np.ndarray, width: int):
+    """The values ``kept`` holds if they are those of ``params`` (the same array, or the same
+    bytes at the address) for ``width`` lanes, else ``None``."""
+    if kept is None or width != kept[1]:
+        return None
+    if params is kept[0] or params[kept[2]:kept[2] + len(kept[3])].tobytes() == kept[3]:
+        return kept[4]
+    return None
 
 
 def _read_only_columns(vals: np.ndarray) -> tuple:
@@ -285,10 +274,8 @@ def _st_whole_warp(gets, sp: str, get_addr, access: WarpAccess, what, lanewise):
 
     def st_warp(w, m):
         if m is None:
-            vals = np.array([g(w) for g in gets]).T    # (lanes, count); packed contiguous
-            if vals.dtype != vd:
-                vals = vals.astype(vd)
-            if w.spaces.store_warp(sp, get_addr(w), access, access.pack(vals), what):
+            items = access.pack_columns([g(w) for g in gets], w.width)
+            if w.spaces.store_warp(sp, get_addr(w), access, items, what):
                 return
         lanewise(w, m)
     return st_warp
