@@ -272,6 +272,8 @@ def every_lane(n: int) -> np.ndarray:
         lanes = _EVERY_LANE[n] = np.arange(n)
         lanes.flags.writeable = False
     return lanes
+
+
 #: What :meth:`Spaces.whole_warp_buffer` answers besides a global buffer's index.
 IN_SHARED, NOT_WHOLE, IN_PARAMS = -1, -2, -3
 
@@ -285,10 +287,11 @@ def _low_bits(addrs: np.ndarray) -> int:
 class Spaces:
     """Everything a warp's loads and stores reach: global, its block's shared, its local.
 
-    A ``.shared`` or ``.global`` access whose lanes are all aligned and inside one buffer (the
-    shared memory, or one global buffer) is checked with two reductions and goes straight to
-    the bytes; any other access takes the lane-by-lane path, which names the first bad lane.
-    Both paths do the same to memory and to the race tracker."""
+    A ``.shared``, ``.global`` or ``.param`` access whose lanes are all aligned and inside one
+    buffer (the shared memory, one global buffer, the parameters) is checked with one
+    reduction (two where the first cannot tell) and goes straight to the bytes, one index per
+    lane (:class:`ItemViews`); any other access takes the lane-by-lane path, which names the
+    first bad lane. Both paths do the same to memory and to the race tracker."""
 
     #: whether :meth:`load` and :meth:`store` may take the whole-warp path, which places a
     #: shared access by its ``.shared`` address and tells no global watcher (a subclass that
