@@ -248,3 +248,114 @@ def test_a_copy_with_no_lanes_does_nothing():
     none = np.zeros(0, np.int64)
     _perform_copy(_Warp, (none, none.astype(np.uint64), none.astype(np.uint64), none, 16, SITE))
     assert np.array_equal(_Warp.spaces.shared, before)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_whole_warps_load_warp_and_store_warp_do_what_the_lane_path_does(seed):
+    """``ld``/``st`` with every lane active call ``load_warp``/``store_warp`` first and, where
+    they decline, ``load``/``store``: together the same bytes, values, flags and faults as the
+    lane-by-lane path alone, vectors included."""
+    rng = np.random.default_rng(100 + seed)
+    fast, slow = _spaces(memory.Spaces), _spaces(_LaneByLane)
+    lanes = np.arange(32)
+    took = faults = 0
+    for _ in range(300):
+        space = ("shared", "global", "param")[rng.integers(3)]
+        dtype = np.dtype((np.uint8, np.uint16, np.uint32, np.uint64)[rng.integers(4)])
+        count = (1, 2, 4)[rng.integers(3)] if dtype.itemsize < 8 else (1, 2)[rng.integers(2)]
+        access = memory.WarpAccess(dtype, count)
+        total = access.total
+        lo = 0 if space == "param" else memory.SHARED_START
+        span = 48 if space == "param" else SHARED_SIZE
+        if space == "global":
+            b = fast.glob.buffers[rng.integers(len(fast.glob.buffers))]
+            lo, span = b.base, b.size
+        start = lo + total * int(rng.integers(-1, max(1, span // total - 2)))
+        addrs = start + total * rng.integers(0, 3, 32)    # lanes share items: later lanes win
+        if rng.random() < 0.2:
+            addrs[rng.integers(32)] += int(rng.integers(1, total + 2))
+        addrs = np.asarray(addrs, np.int64).astype(np.uint64)
+        if rng.random() < 0.5 and space != "param":
+            values = rng.integers(0, 255, (32, count)).astype(dtype)
+            a = _outcome(lambda: fast.store_warp(space, addrs.copy(), access,
+                                                 access.pack(values), SITE)
+                         or fast.store(space, addrs.copy(), lanes, values, SITE))
+            b = _outcome(lambda: slow.store(space, addrs.copy(), lanes, values, SITE))
+            if a[0] is True:
+                a, b = (None, a[1]), b
+                took += 1
+        else:
+            def whole():
+                got = fast.load_warp(space, addrs.copy(), access, SITE)
+                if got is None:
+                    return fast.load(space, addrs.copy(), lanes, dtype, count, SITE)
+                return access.unpack(got)
+            a = _outcome(whole)
+            b = _outcome(lambda: slow.load(space, addrs.copy(), lanes, dtype, count, SITE))
+        if isinstance(a[0], np.ndarray):
+            assert a[0].dtype == b[0].dtype and np.array_equal(a[0], b[0]) and a[1] == b[1]
+        else:
+            assert a == b
+        faults += isinstance(a[0], tuple)
+        assert np.array_equal(fast.shared, slow.shared)
+        assert all(np.array_equal(x.data, y.data)
+                   for x, y in zip(fast.glob.buffers, slow.glob.buffers))
+        assert np.array_equal(fast.race.written, slow.race.written)
+    assert fast.race.uninitialized == slow.race.uninitialized
+    assert faults > 20 and took > 30
+
+
+COPY16 = memory.WarpAccess(np.uint8, 16)
+
+
+def test_a_planned_copy_does_what_a_load_and_a_store_do():
+    fast, slow = _spaces(memory.Spaces), _spaces(_LaneByLane)
+    lanes = np.arange(12)
+    dst = (memory.SHARED_START + 16 * np.random.default_rng(3).permutation(12)).astype(np.uint64)
+    src = (fast.glob.buffers[0].base + 16 * (np.arange(12) % 6)).astype(np.uint64)
+    plan = fast.plan_copy(dst, src, COPY16)
+    assert plan is not None
+    fast.copy_planned(plan, SITE)
+    slow.store("shared", dst, lanes, slow.load("global", src, lanes, np.uint8, 16, SITE), SITE)
+    assert np.array_equal(fast.shared, slow.shared)
+    assert np.array_equal(fast.race.written, slow.race.written)
+    assert fast.race.uninitialized == slow.race.uninitialized
+    assert fast.plan_copy(dst + np.uint64(8), src, COPY16) is None          # misaligned
+    assert fast.plan_copy(dst, src + np.uint64(16 * 6), COPY16) is None     # past argument 0
+    assert _LaneByLane.plan_copy(slow, dst, src, COPY16) is None            # lane by lane
+
+
+PARAM_KERNEL = r'''
+extern "C" __global__ void k(unsigned* out, unsigned n, unsigned long long m) {
+    out[threadIdx.x] = n + (unsigned)(m >> 32) + threadIdx.x;
+}'''
+
+
+def test_a_kept_parameter_load_follows_the_parameter_bytes():
+    """``ld.param`` keeps its values with the bytes they came from: a launch with other
+    arguments loads them again, one with the same ones hands out the same values."""
+    from ptxlab.run import backends
+    from ptxlab.run.in_process import cpu_available
+    if not cpu_available()[0]:
+        pytest.skip(f"CPU model unavailable: {cpu_available()[1]}")
+
+    def run(n, m):
+        out = np.zeros(32, np.uint32)
+        return backends.launch(PARAM_KERNEL, "k", args=[out, np.uint32(n), np.uint64(m)],
+                               grid=1, block=32, backend="cpu").outputs[0]
+    for n, m in ((3, 5 << 32), (3, 5 << 32), (7, 5 << 32), (7, 9 << 32), (3, 5 << 32)):
+        assert list(run(n, m)) == [n + (m >> 32) + t for t in range(32)]
+
+
+@pytest.mark.parametrize("dtype,count", [(np.uint32, 4), (np.uint16, 2), (np.float32, 4),
+                                         (np.uint64, 2), (np.uint8, 4)])
+def test_a_vectors_sources_pack_as_its_stacked_elements(dtype, count):
+    """``st.v2/v4`` packs its source registers straight into items: the bytes of the
+    ``(lanes, count)`` elements the lane path stores."""
+    access = memory.WarpAccess(dtype, count)
+    rng = np.random.default_rng(count)
+    cols = [rng.integers(0, 250, 32).astype(dtype) for _ in range(count)]
+    packed = access.pack_columns(cols, 32)
+    assert packed.tobytes() == np.stack(cols, axis=1).tobytes()
+    assert packed.tobytes() == access.pack(np.stack(cols, axis=1)).tobytes()
+    assert np.array_equal(access.unpack(packed), np.stack(cols, axis=1))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,6 +49,67 @@ class LaneFault(Exception):
         self.advice = advice
 
 
+class WarpAccess:
+    """What decoding knows of a load or store (element type, vector width), worked out once:
+    its bytes, its alignment, and the one item a lane moves (the element, or the vector as one
+    opaque item of ``total`` bytes, so a warp's vectors move with one index per lane)."""
+
+    __slots__ = ("dtype", "count", "total", "align", "item", "key")
+
+    def __init__(self, dtype, count: int = 1):
+        self.dtype = np.dtype(dtype)
+        self.count = count
+        self.total = self.dtype.itemsize * count
+        self.align = self.total if count > 1 else self.dtype.itemsize
+        self.item = self.dtype if count == 1 else np.dtype(f"V{self.total}")
+        self.key = self.item.str
+
+    def unpack(self, items: np.ndarray) -> np.ndarray:
+        """Gathered items as ``(lanes, count)`` elements."""
+        if self.count == 1:
+            return items[:, None]
+        return items.view(self.dtype).reshape(items.size, self.count)
+
+    def pack_columns(self, columns: list, lanes: int) -> np.ndarray:
+        """One item per lane from ``count`` arrays of ``lanes`` elements (a vector's sources),
+        written straight into the items' bytes."""
+        items = np.empty(lanes, self.item)
+        items.view(self.dtype).reshape(lanes, self.count).T[...] = columns
+        return items
+
+    def pack(self, values: np.ndarray) -> np.ndarray:
+        """``(lanes, count)`` elements of ``dtype`` as one item per lane."""
+        if self.count == 1:
+            return values[:, 0]
+        return np.ascontiguousarray(values).view(self.item).reshape(values.shape[0])
+
+
+class ItemViews:
+    """The bytes of ``source`` from ``start`` on, seen as items of each size, one starting at
+    every byte: ``view[off]`` is the item at byte ``off``, so an aligned warp's access is one
+    fancy index, with no division and no ``(lanes, count)`` index grid. Each kind of item is
+    made once and kept."""
+
+    __slots__ = ("source", "data", "views")
+
+    def __init__(self, source: np.ndarray, start: int = 0):
+        self.source = source
+        self.data = source[start:] if start else source
+        self.views: dict = {}
+
+    def of(self, access: WarpAccess) -> np.ndarray:
+        v = self.views.get(access.key)
+        if v is None:
+            v = self.views[access.key] = item_view(self.data, access.item)
+        return v
+
+
+def item_view(data: np.ndarray, item: np.dtype) -> np.ndarray:
+    """``data`` seen as ``item``s, one starting at each byte (see :class:`ItemViews`)."""
+    n = max(0, data.size - item.itemsize + 1)
+    return np.ndarray((n,), item, buffer=data, strides=(1,))
+
+
 @dataclass
 class Buffer:
     base: int
@@ -56,6 +117,13 @@ class Buffer:
     size: int              # bytes the program may touch
     name: str
     writable: bool = True
+    #: the buffer's items seen at every byte, for the whole-warp path (see :class:`ItemViews`)
+    items: ItemViews | None = field(default=None, repr=False, compare=False)
+    #: ``base`` as a numpy scalar, to subtract from a warp's addresses
+    ubase: np.uint64 = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.ubase = np.uint64(self.base)
 
 
 class GlobalMemory:
@@ -183,6 +251,29 @@ def _scatter(data: np.ndarray, off: np.ndarray, values: np.ndarray) -> None:
 
 
 _START = np.uint64(SHARED_START)
+_OR = np.bitwise_or.reduce
+_ACCESSES: dict = {}
+_EVERY_LANE: dict = {}
+
+
+def warp_access(dtype, count: int = 1) -> WarpAccess:
+    """The kept :class:`WarpAccess` of ``count`` elements of ``dtype``."""
+    key = (np.dtype(dtype), count)
+    acc = _ACCESSES.get(key)
+    if acc is None:
+        acc = _ACCESSES[key] = WarpAccess(*key)
+    return acc
+
+
+def every_lane(n: int) -> np.ndarray:
+    """Lanes ``0 .. n-1`` (read-only, kept): the lanes of an access every lane makes."""
+    lanes = _EVERY_LANE.get(n)
+    if lanes is None:
+        lanes = _EVERY_LANE[n] = np.arange(n)
+        lanes.flags.writeable = False
+    return lanes
+
+
 #: What :meth:`Spaces.whole_warp_buffer` answers besides a global buffer's index.
 IN_SHARED, NOT_WHOLE, IN_PARAMS = -1, -2, -3
 
@@ -196,10 +287,11 @@ def _low_bits(addrs: np.ndarray) -> int:
 class Spaces:
     """Everything a warp's loads and stores reach: global, its block's shared, its local.
 
-    A ``.shared`` or ``.global`` access whose lanes are all aligned and inside one buffer (the
-    shared memory, or one global buffer) is checked with two reductions and goes straight to
-    the bytes; any other access takes the lane-by-lane path, which names the first bad lane.
-    Both paths do the same to memory and to the race tracker."""
+    A ``.shared``, ``.global`` or ``.param`` access whose lanes are all aligned and inside one
+    buffer (the shared memory, one global buffer, the parameters) is checked with one
+    reduction (two where the first cannot tell) and goes straight to the bytes, one index per
+    lane (:class:`ItemViews`); any other access takes the lane-by-lane path, which names the
+    first bad lane. Both paths do the same to memory and to the race tracker."""
 
     #: whether :meth:`load` and :meth:`store` may take the whole-warp path, which places a
     #: shared access by its ``.shared`` address and tells no global watcher (a subclass that
@@ -208,7 +300,7 @@ class Spaces:
     whole_warp_checks = True
 
     __slots__ = ("glob", "shared", "shared_size", "local", "params", "param_size", "race",
-                 "warp", "source_of")
+                 "warp", "source_of", "_shared_items", "_param_items")
 
     def __init__(self, glob: GlobalMemory, shared: np.ndarray, shared_size: int,
                  local: np.ndarray | None, params: np.ndarray):
@@ -221,6 +313,8 @@ class Spaces:
         self.race = None          # the block's RaceTracker, when races are watched
         self.warp = 0             # this warp's index in its block
         self.source_of = None     # instruction -> ("kernel.cu:12", text), for diagnostics
+        self._shared_items: ItemViews | None = None   # made at the first whole-warp access
+        self._param_items: ItemViews | None = None
 
     # ---- address classification ---------------------------------------------------------
 
@@ -299,32 +393,115 @@ class Spaces:
             return IN_PARAMS if int(addrs.max()) + total <= self.param_size else NOT_WHOLE
         return NOT_WHOLE
 
+    def _place(self, space: str, addrs: np.ndarray, total: int, align: int):
+        """Where an access of ``total`` bytes at each of ``addrs`` (uint64) goes when every lane
+        is aligned and inside one buffer: ``(items, offsets, writable)``, the offsets (int64)
+        counted from the buffer's first byte; ``None`` when not, or when this model checks lane
+        by lane: then the lane-by-lane path names the first bad lane. One reduction tests
+        alignment and bounds at once (the OR of the offsets is at least their largest); only
+        where that cannot tell does a second take the largest."""
+        if not (self.whole_warp_checks and addrs.size):
+            return None
+        if space == "shared":           # one bound: below the start wraps round, generic is huge
+            off = addrs - _START
+            size, writable = self.shared_size, True
+            items = self._shared_items
+            if items is None or items.source is not self.shared:
+                items = self._shared_items = ItemViews(self.shared, SHARED_START)
+        elif space == "global":
+            glob = self.glob
+            k = bisect.bisect_right(glob._base_list, addrs.item(0)) - 1
+            if k < 0:
+                return None
+            b = glob.buffers[k]
+            off = addrs - b.ubase       # below the buffer wraps round
+            size, writable = b.size, b.writable
+            items = b.items
+            if items is None or items.source is not b.data:
+                items = b.items = ItemViews(b.data)
+        elif space == "param":
+            off = addrs
+            size, writable = self.param_size, False
+            items = self._param_items
+            if items is None or items.source is not self.params:
+                items = self._param_items = ItemViews(self.params)
+        else:
+            return None
+        low = int(_OR(off))
+        if low & (align - 1) or (low + total > size and int(off.max()) + total > size):
+            return None
+        return items, off.view(np.int64), writable
+
+    def load_warp(self, space: str, addrs: np.ndarray, access: WarpAccess, what
+                  ) -> np.ndarray | None:
+        """Every lane's item (one per lane, of ``access.item``) at ``addrs`` (uint64, every lane
+        of the warp active), or ``None`` where :meth:`load` must check lane by lane."""
+        got = self._place(space, addrs, access.total, access.align)
+        if got is None:
+            return None
+        items, off, _ = got
+        if space == "shared":
+            self._watch_shared("read", every_lane(off.size), off, access.total, what)
+        return items.of(access)[off]
+
+    def store_warp(self, space: str, addrs: np.ndarray, access: WarpAccess, items: np.ndarray,
+                   what) -> bool:
+        """Write one item per lane (``access.pack``-ed, every lane of the warp active): done,
+        ``True``; ``False`` where :meth:`store` must check lane by lane."""
+        got = self._place(space, addrs, access.total, access.align)
+        if got is None or not got[2]:
+            return False
+        where, off, _ = got
+        if space == "shared":
+            self._watch_shared("write", every_lane(off.size), off, access.total, what, items)
+        where.of(access)[off] = items
+        return True
+
+    def plan_copy(self, dst: np.ndarray, src: np.ndarray, access: WarpAccess):
+        """A whole warp's copy of ``access.total`` bytes per lane (``access``: that many bytes)
+        from global ``src`` to shared ``dst`` (uint64 addresses), checked now at both ends, to
+        make later with
+        :meth:`copy_planned`; ``None`` where a lane is misaligned or outside (then the lane by
+        lane checks name it)."""
+        size = access.total
+        to = self._place("shared", dst, size, size)
+        if to is None:
+            return None
+        fro = self._place("global", src, size, size)
+        if fro is None:
+            return None
+        return to[0], to[1], fro[0], fro[1], access
+
+    def copy_planned(self, plan, what) -> None:
+        """Make a copy :meth:`plan_copy` checked: read every lane's bytes, then write them
+        (the race tracker sees the write, as :meth:`store` shows it)."""
+        to, dst_off, fro, src_off, access = plan
+        items = fro.of(access)[src_off]
+        self._watch_shared("write", every_lane(dst_off.size), dst_off, access.total, what,
+                           items)
+        to.of(access)[dst_off] = items
+
     def _load_whole_warp(self, space, addrs, lanes, dtype, count, total, align, what):
         """The load when every lane is aligned and inside one buffer, else ``None``."""
-        k = self.whole_warp_buffer(space, addrs, total, align)
-        if k == IN_SHARED:
-            self._watch_shared("read", lanes, addrs.astype(np.int64) - SHARED_START, total,
-                               what)
-            return _gather(self.shared, addrs, dtype, count)
-        if k == IN_PARAMS:
-            return _gather(self.params, addrs, dtype, count)
-        if k < 0:
+        got = self._place(space, addrs, total, align)
+        if got is None:
             return None
-        b = self.glob.buffers[k]
-        return _gather(b.data, addrs - np.uint64(b.base), dtype, count)
+        items, off, _ = got
+        if space == "shared":
+            self._watch_shared("read", lanes, off, total, what)
+        access = warp_access(dtype, count)
+        return access.unpack(items.of(access)[off])
 
     def _store_whole_warp(self, space, addrs, lanes, values, total, align, what) -> bool:
         """The store when every lane is aligned and inside one writable buffer: done, ``True``."""
-        k = self.whole_warp_buffer(space, addrs, total, align)
-        if k == IN_SHARED:
-            self._watch_shared("write", lanes, addrs.astype(np.int64) - SHARED_START, total,
-                               what, values)
-            _scatter(self.shared, addrs, values)
-            return True
-        if k < 0 or not self.glob.buffers[k].writable:
+        got = self._place(space, addrs, total, align)
+        if got is None or not got[2]:
             return False
-        b = self.glob.buffers[k]
-        _scatter(b.data, addrs - np.uint64(b.base), values)
+        where, off, _ = got
+        if space == "shared":
+            self._watch_shared("write", lanes, off, total, what, values)
+        access = warp_access(values.dtype, values.shape[1])
+        where.of(access)[off] = access.pack(values)
         return True
 
     def _load_global(self, addrs, lanes, dtype, count, total, what):

@@ -372,18 +372,34 @@ class RaceTracker:
 class SoleWarpTracker(RaceTracker):
     """The tracker of a block of one warp. No other warp can race with it (a warp's own
     accesses are ordered), so only whether each byte was written is kept, for the warning about
-    reads of bytes nobody wrote: one flag per byte instead of a writer and its readers."""
+    reads of bytes nobody wrote: one flag per byte instead of a writer and its readers. An
+    access's flags are seen as one item per lane (``_flags``), so a record is one index."""
 
     def __init__(self, size: int, program, block: tuple):
         super().__init__(size, program, block)
         self.written = np.zeros(max(1, size), bool)
+        self._views: dict = {}
+
+    def _flags(self, nbytes: int) -> np.ndarray:
+        """``written`` seen as items of ``nbytes`` flags, one starting at every byte."""
+        v = self._views.get(nbytes)
+        if v is None or v.base is not self.written:
+            v = self._views[nbytes] = np.ndarray(
+                (max(0, self.written.size - nbytes + 1),), np.dtype(f"V{nbytes}"),
+                buffer=self.written, strides=(1,))
+        return v
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:
-        if self.written[_bytes_of(off, nbytes)].all():
-            return                              # the usual case: nothing to note
+        if b"\x00" not in self._flags(nbytes)[off].tobytes():
+            return                              # the usual case: every byte written before
         idx, who, _ = access_units(lanes, off, nbytes, widest=1)
         self._note_unwritten_read(warp, ~self.written[idx], idx, who, self._site(what))
 
     def write(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what,
               unchanged: np.ndarray | None = None) -> None:
-        self.written[_bytes_of(off, nbytes)] = True
+        self._flags(nbytes)[off] = _SET[nbytes] if nbytes < len(_SET) else np.void(
+            b"\x01" * nbytes)
+
+
+#: ``nbytes`` flags set, as one item (index ``nbytes``)
+_SET = [np.void(b"\x01" * n) for n in range(33)]

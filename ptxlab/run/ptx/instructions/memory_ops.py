@@ -10,13 +10,15 @@ import numpy as np
 from .. import floats
 from ..decode_context import K_OP, CodeEntry, Unsupported, types_of
 from ..errors import NeedsWarpByWarp
-from ..memory import IN_SHARED, check_alignment
-from ..parser import Imm, Reg, Vec
+from ..memory import IN_SHARED, WarpAccess, check_alignment
+from ..parser import Addr, Imm, Reg, Sym, Vec
 from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
 from .registry import handles
 
 _SPACES = {"global", "shared", "local", "param", "const"}
+#: spaces whose access a whole warp may make at once (see ``Spaces.load_warp``)
+_WHOLE_WARP_SPACES = ("shared", "global", "param")
 _ALL = {WARP: np.arange(WARP)}
 
 
@@ -104,6 +106,101 @@ def ld(ins, cx):
             for i, s in enumerate(sets):
                 s(w, vals[:, i], m)
         return ld_param
+    lanewise = _ld_lanes(sets, sp, get_addr, vd, n, what)
+    if sp not in _WHOLE_WARP_SPACES:
+        return lanewise
+    access = WarpAccess(vd, n)
+    whole = _ld_whole_warp(sets, sp, get_addr, access, what, lanewise)
+    if sp == "param" and _constant_address(ins.operands[1]):
+        return _ld_param_kept(sets, get_addr, access, what, whole)
+    return whole
+
+
+def _constant_address(addr) -> bool:
+    """Whether an address operand is the same in every lane for the whole launch."""
+    return isinstance(addr, Addr) and (addr.base is None or isinstance(addr.base, Sym))
+
+
+def _ld_whole_warp(sets, sp: str, get_addr, access: WarpAccess, what, lanewise):
+    """``ld`` with every lane active: one check and one index for the warp where every lane is
+    aligned and inside one buffer, else the lane-by-lane ``lanewise``."""
+    if access.count == 1:
+        s0 = sets[0]
+
+        def ld_warp1(w, m):
+            if m is None:
+                items = w.spaces.load_warp(sp, get_addr(w), access, what)
+                if items is not None:
+                    s0(w, items, None)
+                    return
+            lanewise(w, m)
+        return ld_warp1
+
+    def ld_warp(w, m):
+        if m is None:
+            items = w.spaces.load_warp(sp, get_addr(w), access, what)
+            if items is not None:
+                vals = access.unpack(items)
+                for i, s in enumerate(sets):
+                    s(w, vals[:, i], None)
+                return
+        lanewise(w, m)
+    return ld_warp
+
+
+def _ld_param_kept(sets, get_addr, access: WarpAccess, what, load):
+    """``ld.param`` at a constant address: a kernel parameter is one value in every lane for
+    the whole launch, a function of its bytes alone, so the values are kept with the bytes
+    they came from and handed out again (the same read-only arrays: registers are replaced,
+    never written in place) while the parameter holds those bytes, in this launch or a later
+    one. Until one whole-warp load succeeds, and whenever it cannot, ``load`` does the work."""
+    # (parameter bytes, lanes, first byte, those bytes, values): one tuple, replaced whole, so
+    # a reader never mixes two launches' parts
+    kept: list = [None]
+
+    def ld_param(w, m):
+        sp = w.spaces
+        values = _kept_values(kept[0], sp.params, w.width)
+        if values is None:
+            if m is not None:
+                load(w, m)
+                return
+            a = get_addr(w)
+            items = sp.load_warp("param", a, access, what)
+            if items is None:
+                load(w, m)
+                return
+            start = int(a[0])
+            values = _read_only_columns(access.unpack(items))
+            kept[0] = (sp.params, w.width, start,
+                       sp.params[start:start + access.total].tobytes(), values)
+        for s, v in zip(sets, values):
+            s(w, v, m)
+    return ld_param
+
+
+def _kept_values(kept, params: np.ndarray, width: int):
+    """The values ``kept`` holds if they are those of ``params`` (the same array, or the same
+    bytes at the address) for ``width`` lanes, else ``None``."""
+    if kept is None or width != kept[1]:
+        return None
+    if params is kept[0] or params[kept[2]:kept[2] + len(kept[3])].tobytes() == kept[3]:
+        return kept[4]
+    return None
+
+
+def _read_only_columns(vals: np.ndarray) -> tuple:
+    """Each column of ``vals`` as its own read-only array, to be handed out many times."""
+    cols = []
+    for i in range(vals.shape[1]):
+        c = np.ascontiguousarray(vals[:, i])
+        c.flags.writeable = False
+        cols.append(c)
+    return tuple(cols)
+
+
+def _ld_lanes(sets, sp: str, get_addr, vd, n: int, what):
+    """``ld`` lane by lane: the active lanes' addresses, each checked."""
     if n == 1:
         s0 = sets[0]
 
@@ -152,7 +249,40 @@ def st(ins, cx):
         return st_param
     if sp == "param":
         raise cx.error("kernel parameters are read-only")
+    lanewise = _st_lanes(gets, sp, get_addr, vd, n, what)
+    if sp not in _WHOLE_WARP_SPACES:
+        return lanewise
+    return _st_whole_warp(gets, sp, get_addr, WarpAccess(vd, n), what, lanewise)
 
+
+def _st_whole_warp(gets, sp: str, get_addr, access: WarpAccess, what, lanewise):
+    """``st`` with every lane active: one check and one index for the warp where every lane is
+    aligned and inside one writable buffer, else the lane-by-lane ``lanewise``."""
+    vd = access.dtype
+    if access.count == 1:
+        g0 = gets[0]
+
+        def st_warp1(w, m):
+            if m is None:
+                v = g0(w)
+                if v.dtype != vd:
+                    v = v.astype(vd)
+                if w.spaces.store_warp(sp, get_addr(w), access, v, what):
+                    return
+            lanewise(w, m)
+        return st_warp1
+
+    def st_warp(w, m):
+        if m is None:
+            items = access.pack_columns([g(w) for g in gets], w.width)
+            if w.spaces.store_warp(sp, get_addr(w), access, items, what):
+                return
+        lanewise(w, m)
+    return st_warp
+
+
+def _st_lanes(gets, sp: str, get_addr, vd, n: int, what):
+    """``st`` lane by lane: the active lanes' addresses, each checked."""
     def st_(w, m):
         lanes = _lanes(w, m)
         a = get_addr(w)
@@ -322,7 +452,15 @@ def cp(ins, cx):
     _, gsrc = cx.address(src_addr, "global")
     what = Site(ins)           # the opcode, carrying its line for racecheck
 
+    whole = src_size is None and ignore_src is None     # every lane copies all its bytes
+    access = WarpAccess(np.uint8, size)
+
     def issue(w, m):
+        if m is None and whole:
+            plan = w.spaces.plan_copy(gdst(w), gsrc(w), access)
+            if plan is not None:        # both ends checked for the whole warp
+                w.cp_open.append(_PlannedCopy(plan, what))
+                return
         lanes = _lanes(w, m)
         d = gdst(w)[lanes]
         sa = gsrc(w)[lanes]
@@ -358,7 +496,19 @@ def _all_lanes(fn):
     return wide
 
 
+class _PlannedCopy:
+    """A whole warp's copy checked at its issue (``Spaces.plan_copy``), made at the wait."""
+
+    __slots__ = ("plan", "what")
+
+    def __init__(self, plan, what):
+        self.plan, self.what = plan, what
+
+
 def _perform_copy(w, copy) -> None:
+    if type(copy) is _PlannedCopy:
+        w.spaces.copy_planned(copy.plan, copy.what)
+        return
     lanes, dst, src, n, size, what = copy
     if lanes.size and (n == size).all():    # every lane copies all its bytes
         w.spaces.store("shared", dst, lanes,
