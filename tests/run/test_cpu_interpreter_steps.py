@@ -177,3 +177,52 @@ def test_integer_div_and_rem_round_toward_zero(dtype):
                 if signed:
                     want_q = (want_q - info.min) % (1 << info.bits) + info.min
             assert (gq, gr) == (want_q, want_r), (a, b)
+
+
+def test_a_value_loaded_from_a_call_parameter_keeps_its_value_when_the_parameter_is_reused():
+    """Hand-written PTX may declare a call's return parameter once and use it for two calls;
+    the register loaded from it after the first call must keep that value when the second
+    call writes the parameter again (a register is its own copy, not a view of the
+    parameter's bytes)."""
+    from ptxlab.run.ptx.interpreter import Launch
+    from ptxlab.run.ptx.parser import parse_module
+
+    ptx = r"""
+.version 8.0
+.target sm_90
+.address_size 64
+.func (.param .b32 ret) triple_plus_one(.param .b32 x)
+{
+    .reg .b32 %r<3>;
+    ld.param.b32 %r1, [x];
+    mad.lo.s32 %r2, %r1, 3, 1;
+    st.param.b32 [ret], %r2;
+    ret;
+}
+.visible .entry k(.param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .param .b32 arg;
+    .param .b32 result;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    st.param.b32 [arg], %r1;
+    call.uni (result), triple_plus_one, (arg);
+    ld.param.b32 %r2, [result];
+    add.s32 %r3, %r1, 100;
+    st.param.b32 [arg], %r3;
+    call.uni (result), triple_plus_one, (arg);
+    ld.param.b32 %r4, [result];
+    mul.wide.u32 %rd3, %r1, 8;
+    add.s64 %rd3, %rd2, %rd3;
+    st.global.v2.u32 [%rd3], {%r2, %r4};
+    ret;
+}
+"""
+    prog = program.Program(parse_module(ptx), "k")
+    out = Launch(prog, (1,), (32,), [np.zeros(64, np.uint32)]).run()[0].reshape(32, 2)
+    lane = np.arange(32, dtype=np.uint32)
+    assert np.array_equal(out[:, 0], lane * 3 + 1)
+    assert np.array_equal(out[:, 1], (lane + 100) * 3 + 1)

@@ -102,7 +102,9 @@ def ld(ins, cx):
 
         def ld_param(w, m):
             raw = _pvar(w, name, size)[:, off:off + vd.itemsize * n]
-            vals = np.ascontiguousarray(raw).view(vd)
+            # a copy, always: the parameter's bytes are written again by the next call that
+            # uses it, and a register must not change with them
+            vals = np.array(raw, order="C").view(vd)
             for i, s in enumerate(sets):
                 s(w, vals[:, i], m)
         return ld_param
