@@ -247,6 +247,11 @@ class WideSpaces(Spaces):
         (guard.read if kind == "read" else guard.write)(lanes, off + SHARED_START, total)
 
     def _watch_global(self, kind, k, addrs, lanes, total) -> None:
+        if k.size and not (k != k[0]).any():       # the usual case: one buffer for every lane
+            guard = self._global_guard(int(k[0]))
+            base = np.uint64(self.glob.buffers[int(k[0])].base)
+            (guard.read if kind == "read" else guard.write)(lanes, addrs - base, total)
+            return
         for kb in np.unique(k):
             sel = k == kb
             guard = self._global_guard(int(kb))
