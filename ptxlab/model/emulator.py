@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -595,12 +596,79 @@ def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: s
         C = _decode(fragment_to_matrices(rc, form.c)[:, 0], ctype)     # (W, M, N)
         out = matrices_to_fragment(_wrap_s32(np.einsum("wmk,wkn->wmn", A, B) + C)[:, None],
                                    form.d)
-    else:
+    elif sys.byteorder != "little":
         A = _decode(_warps_last_operand(ra, form.a, cols_first=True), atype)    # (K, M, W)
         B = _decode(_warps_last_operand(rb, form.b, cols_first=False), btype)  # (K, N, W)
         C = _decode(_warps_last_operand(rc, form.c, cols_first=False), ctype)  # (M, N, W)
         out = _warps_last_fragment(tensorcore.mma_sum(A, B, C, atype, ctype, dtype), form.d)
+    else:
+        plan = _mma_plan(form.key)
+        A = _operand_values(ra, plan.a, atype)                          # (K, M, W)
+        B = _operand_values(rb, plan.b, btype)                          # (K, N, W)
+        C = _operand_values(rc, plan.c, ctype)                          # (M, N, W)
+        out = _result_registers(tensorcore.mma_bits(A, B, C, atype, ctype, dtype), plan.d)
     return out if batched else out[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# mma operands as flat gathers (little-endian hosts: a register's elements lie in its bytes in
+# order, so a warp's registers viewed as narrow elements are one array to index)
+# ---------------------------------------------------------------------------------------------
+
+class _MmaPlan(NamedTuple):
+    """Where each element of one mma variant lies in a warp's registers ``(32, regs)`` viewed
+    as ``(32 * regs * per,)`` elements: ``a (K, M)``, ``b (K, N)``, ``c (M, N)``; and ``d
+    (32, regs, per)``, the flat ``m * N + n`` of each result element a register holds."""
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    d: np.ndarray
+
+
+def _element_positions(layout: layouts.FragmentLayout) -> np.ndarray:
+    """``(rows, cols)``: each element's position among a warp's registers as narrow elements."""
+    o = layout.owners[0]                                            # (rows, cols, 3)
+    return (o[..., 0] * layout.regs + o[..., 1]) * layout.elems_per_reg + o[..., 2]
+
+
+@lru_cache(maxsize=None)
+def _mma_plan(key: tuple[str, str, str, str, str]) -> _MmaPlan:
+    """The gather indices of one mma variant, built once (read-only: every call shares them)."""
+    form = layouts.mma_form(*key)
+    d = form.d.coords
+    plan = _MmaPlan(a=_element_positions(form.a).T.copy(), b=_element_positions(form.b),
+                    c=_element_positions(form.c), d=d[..., 1] * form.d.cols + d[..., 2])
+    for arr in plan:
+        arr.setflags(write=False)
+    return plan
+
+
+_NARROW = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+
+
+@lru_cache(maxsize=None)
+def _value_table(typ: str) -> np.ndarray:
+    """float64 value of every 16-bit pattern of ``typ`` (f16, bf16): one look-up decodes."""
+    return _decode(np.arange(1 << 16, dtype=np.uint32), typ)
+
+
+def _operand_values(regs: np.ndarray, index: np.ndarray, typ: str) -> np.ndarray:
+    """Registers ``(W, 32, n)`` -> exact float64 element values ``index.shape + (W,)``, the
+    warps last as :func:`ptxlab.model.tensorcore.mma_bits` takes them."""
+    W = regs.shape[0]
+    elems = np.ascontiguousarray(regs).reshape(W, -1).view(_NARROW[layouts.TYPE_BITS[typ]])
+    bits = elems[0][index][..., None] if W == 1 else elems.T[index]
+    if typ in ("f16", "bf16"):
+        return _value_table(typ)[bits]
+    return _decode(bits, typ)
+
+
+def _result_registers(bits: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Result bits ``(M, N, W)`` (uint16 for f16, uint32 for f32) -> registers ``(W, 32, n)``."""
+    W = bits.shape[-1]
+    flat = bits.reshape(-1, W)
+    elems = flat[:, 0][index][None] if W == 1 else flat.T[:, index]    # (W, 32, n, per)
+    return np.ascontiguousarray(elems).view(np.uint32)[..., 0]
 
 
 def _warps_last_operand(regs: np.ndarray, layout: layouts.FragmentLayout,
