@@ -33,7 +33,7 @@ from .layouts import ROW_BYTES, WARP_SIZE
 
 __all__ = [
     "EmulatorError", "MisalignedAddress", "AddressOutOfRange", "BadOperand", "UndefinedResult",
-    "ldmatrix", "stmatrix", "movmatrix", "mma", "ldmatrix_batch", "stmatrix_batch",
+    "ldmatrix", "stmatrix", "movmatrix", "mma", "mma_warp", "ldmatrix_batch", "stmatrix_batch",
     "ldmatrix_form", "stmatrix_form", "unpack_row_elements", "pack_row_elements",
     "pack_b16", "unpack_b16", "matrices_to_fragment", "fragment_to_matrices", "element_bits",
 ]
@@ -529,13 +529,13 @@ def _decode(bits: np.ndarray, typ: str) -> np.ndarray:
 
 def _decode_values(bits: np.ndarray, typ: str) -> np.ndarray:
     if typ == "f16":
-        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+        return bits.astype(np.uint16, copy=False).view(np.float16).astype(np.float64)
     if typ == "bf16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if typ == "tf32":
         return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     if typ == "f32":
-        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+        return bits.astype(np.uint32, copy=False).view(np.float32).astype(np.float64)
     if typ == "s8":
         return bits.astype(np.uint8).view(np.int8).astype(np.int64)
     if typ == "u8":
@@ -603,11 +603,24 @@ def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: s
         out = _warps_last_fragment(tensorcore.mma_sum(A, B, C, atype, ctype, dtype), form.d)
     else:
         plan = _mma_plan(form.key)
-        A = _operand_values(ra, plan.a, atype)                          # (K, M, W)
-        B = _operand_values(rb, plan.b, btype)                          # (K, N, W)
-        C = _operand_values(rc, plan.c, ctype)                          # (M, N, W)
-        out = _result_registers(tensorcore.mma_bits(A, B, C, atype, ctype, dtype), plan.d)
+        out = _result_registers(_float_mma_bits(ra, rb, rc, plan, form), plan.d)
     return out if batched else out[0]
+
+
+def mma_warp(form: layouts.MmaForm, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """One warp's :func:`mma` with every operand register by register: ``a (regs, 32)`` uint32
+    and so on (how the CPU backend holds them, one ``(32,)`` array per register); returns ``d``
+    as ``(regs, 32)``, each register a contiguous row. The same arithmetic as :func:`mma`; this
+    order spares the backend a transpose of every operand and a copy of every result."""
+    for x, lay, name in ((a, form.a, "a"), (b, form.b, "b"), (c, form.c, "c")):
+        if x.dtype != np.uint32 or x.shape != (lay.regs, WARP_SIZE):
+            raise BadOperand(f"{name} must be ({lay.regs}, 32) uint32 register bits, "
+                             f"got {x.shape} {x.dtype}")
+    if form.atype in ("s8", "u8") or sys.byteorder != "little":
+        return np.ascontiguousarray(mma(form.shape, a.T, b.T, c.T, atype=form.atype,
+                                        btype=form.btype, ctype=form.ctype, dtype=form.dtype).T)
+    plan = _mma_plan(form.key, regs_first=True)
+    return _result_registers(_float_mma_bits(a[None], b[None], c[None], plan, form), plan.d)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -616,28 +629,34 @@ def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: s
 # ---------------------------------------------------------------------------------------------
 
 class _MmaPlan(NamedTuple):
-    """Where each element of one mma variant lies in a warp's registers ``(32, regs)`` viewed
-    as ``(32 * regs * per,)`` elements: ``a (K, M)``, ``b (K, N)``, ``c (M, N)``; and ``d
-    (32, regs, per)``, the flat ``m * N + n`` of each result element a register holds."""
+    """Where each element of one mma variant lies in a warp's registers ``(32, regs)`` (or
+    ``(regs, 32)``) viewed as ``32 * regs * per`` narrow elements: ``a (K, M)``, ``b (K, N)``,
+    ``c (N, M)`` (transposed, as :func:`ptxlab.model.tensorcore.few_warps_bits` takes it); and
+    ``d (32, regs, per)`` (or ``(regs, 32, per)``), the flat ``n * M + m`` of each result
+    element a register holds."""
     a: np.ndarray
     b: np.ndarray
     c: np.ndarray
     d: np.ndarray
 
 
-def _element_positions(layout: layouts.FragmentLayout) -> np.ndarray:
+def _element_positions(layout: layouts.FragmentLayout, regs_first: bool) -> np.ndarray:
     """``(rows, cols)``: each element's position among a warp's registers as narrow elements."""
     o = layout.owners[0]                                            # (rows, cols, 3)
-    return (o[..., 0] * layout.regs + o[..., 1]) * layout.elems_per_reg + o[..., 2]
+    reg = o[..., 1] * WARP_SIZE + o[..., 0] if regs_first else o[..., 0] * layout.regs + o[..., 1]
+    return reg * layout.elems_per_reg + o[..., 2]
 
 
 @lru_cache(maxsize=None)
-def _mma_plan(key: tuple[str, str, str, str, str]) -> _MmaPlan:
+def _mma_plan(key: tuple[str, str, str, str, str], regs_first: bool = False) -> _MmaPlan:
     """The gather indices of one mma variant, built once (read-only: every call shares them)."""
     form = layouts.mma_form(*key)
     d = form.d.coords
-    plan = _MmaPlan(a=_element_positions(form.a).T.copy(), b=_element_positions(form.b),
-                    c=_element_positions(form.c), d=d[..., 1] * form.d.cols + d[..., 2])
+    d = d[..., 2] * form.d.rows + d[..., 1]                         # (32, regs, per)
+    plan = _MmaPlan(a=_element_positions(form.a, regs_first).T.copy(),
+                    b=_element_positions(form.b, regs_first),
+                    c=_element_positions(form.c, regs_first).T.copy(),
+                    d=d.transpose(1, 0, 2).copy() if regs_first else d)
     for arr in plan:
         arr.setflags(write=False)
     return plan
@@ -646,25 +665,53 @@ def _mma_plan(key: tuple[str, str, str, str, str]) -> _MmaPlan:
 _NARROW = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 
 
-@lru_cache(maxsize=None)
-def _value_table(typ: str) -> np.ndarray:
-    """float64 value of every 16-bit pattern of ``typ`` (f16, bf16): one look-up decodes."""
-    return _decode(np.arange(1 << 16, dtype=np.uint32), typ)
-
-
-def _operand_values(regs: np.ndarray, index: np.ndarray, typ: str) -> np.ndarray:
-    """Registers ``(W, 32, n)`` -> exact float64 element values ``index.shape + (W,)``, the
-    warps last as :func:`ptxlab.model.tensorcore.mma_bits` takes them."""
+def _operand_bits(regs: np.ndarray, index: np.ndarray, typ: str) -> np.ndarray:
+    """Registers ``(W, 32, n)`` (or ``(W, n, 32)``, as the plan's index was built) -> element
+    bits ``index.shape + (W,)``, the warps last as the tensor-core sum takes them."""
     W = regs.shape[0]
     elems = np.ascontiguousarray(regs).reshape(W, -1).view(_NARROW[layouts.TYPE_BITS[typ]])
-    bits = elems[0][index][..., None] if W == 1 else elems.T[index]
+    return elems[0][index][..., None] if W == 1 else elems.T[index]
+
+
+@lru_cache(maxsize=None)
+def _operand_table(typ: str) -> np.ndarray:
+    """``(2, 65536)``: the float64 value of every 16-bit pattern of ``typ`` (f16, bf16; 0 for
+    an infinity or NaN) over its step-1 power ``2**e`` (``inf`` for those): one look-up gives
+    what :func:`ptxlab.model.tensorcore.few_warps_bits` takes."""
+    v = _decode(np.arange(1 << 16, dtype=np.uint32), typ)
+    table = np.stack([np.where(np.isfinite(v), v, 0.0), tensorcore.step_powers(v, typ)])
+    table.setflags(write=False)
+    return table
+
+
+def _stacked(bits: np.ndarray, typ: str) -> np.ndarray:
+    """Element bits -> ``(2, ...)`` values (0 for an infinity or NaN) over step-1 powers."""
     if typ in ("f16", "bf16"):
-        return _value_table(typ)[bits]
-    return _decode(bits, typ)
+        return _operand_table(typ).take(bits, axis=1)       # take: a third of [:, bits]
+    v = _decode(bits, typ)
+    return np.stack([np.where(np.isfinite(v), v, 0.0), tensorcore.step_powers(v, typ)])
+
+
+def _float_mma_bits(ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, plan: _MmaPlan,
+                    form: layouts.MmaForm) -> np.ndarray:
+    """Result bits ``(N, M, W)`` of a floating-point variant (uint16 for f16, uint32 for f32):
+    a few warps through the stacked look-ups; with an infinity or NaN, or many warps, through
+    the decoded values."""
+    a, b = _operand_bits(ra, plan.a, form.atype), _operand_bits(rb, plan.b, form.btype)
+    with np.errstate(invalid="ignore"):            # a signalling NaN widened: see _decode
+        C = _decode_values(_operand_bits(rc, plan.c, form.ctype), form.ctype)
+        if tensorcore.is_few(ra.shape[0]):
+            bits = tensorcore.few_warps_bits(_stacked(a, form.atype), _stacked(b, form.btype),
+                                             C, form.atype, form.ctype, form.dtype)
+            if bits is not None:
+                return bits
+    return tensorcore.mma_bits(_decode(a, form.atype), _decode(b, form.btype),
+                               C.transpose(1, 0, 2), form.atype, form.ctype,
+                               form.dtype).transpose(1, 0, 2)
 
 
 def _result_registers(bits: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """Result bits ``(M, N, W)`` (uint16 for f16, uint32 for f32) -> registers ``(W, 32, n)``."""
+    """Result bits ``(N, M, W)`` (uint16 for f16, uint32 for f32) -> registers ``(W, 32, n)``."""
     W = bits.shape[-1]
     flat = bits.reshape(-1, W)
     elems = flat[:, 0][index][None] if W == 1 else flat.T[:, index]    # (W, 32, n, per)

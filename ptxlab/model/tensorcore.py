@@ -24,7 +24,9 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["ALIGN_BITS", "mma_sum", "mma_bits", "exponents", "round_f32_toward_zero"]
+__all__ = ["ALIGN_BITS", "mma_sum", "mma_bits", "few_warps_bits", "is_few", "step_powers",
+           "exponents",
+           "round_f32_toward_zero"]
 
 #: Bits kept below the largest product exponent when the terms are aligned.
 ALIGN_BITS = 25
@@ -164,17 +166,24 @@ def mma_bits(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: st
     """:func:`mma_sum` with the bits in the output format's own width: uint16 for f16 (as a
     fragment packs them), uint32 for f32.
 
-    A few warps (one piece, at most ``_WHOLE_K_WARPS``) go through :func:`_few_warps`, which
-    needs a fraction of the numpy calls; it hands back the rare sums it does not decide."""
+    A few warps (one piece, at most ``_WHOLE_K_WARPS``) go through :func:`few_warps_bits`,
+    which needs a fraction of the numpy calls; it hands back the sums with an infinity or NaN."""
     if out_fmt not in ("f32", "f16"):
         raise ValueError(f"accumulator type {out_fmt} is not a floating-point format")
-    if (A.shape[-1] <= min(_WHOLE_K_WARPS, _CHUNK)
-            and A.dtype == B.dtype == C.dtype == np.float64):
-        bits = _few_warps(A, B, C, in_fmt, c_fmt, out_fmt)
+    if is_few(A.shape[-1]):
+        with np.errstate(invalid="ignore", over="ignore"):   # inf*0 and the like: see None
+            bits = few_warps_bits(*(np.stack([x, step_powers(x, in_fmt)]) for x in (A, B)),
+                                  np.asarray(C, np.float64).transpose(1, 0, 2), in_fmt, c_fmt,
+                                  out_fmt)
         if bits is not None:
-            return bits
+            return bits.transpose(1, 0, 2)
     bits = _general_sum(A, B, C, in_fmt, c_fmt, out_fmt)
     return bits.astype(np.uint16) if out_fmt == "f16" else bits
+
+
+def is_few(warps: int) -> bool:
+    """Whether :func:`few_warps_bits` takes a batch of ``warps`` (one piece, all K at once)."""
+    return warps <= min(_WHOLE_K_WARPS, _CHUNK)
 
 
 def _general_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str,
@@ -217,88 +226,76 @@ def _general_sum(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt
 # A few warps, finite inputs: the same four steps in about half as many numpy calls
 # ---------------------------------------------------------------------------------------------
 
-#: Exponent :func:`_exponent_table` gives a zero input: a product with a zero lies so far below
-#: every real product (at least ``2 * -126``) that it never decides ``emax``.
-_ZERO_EXP = -4000
-#: Exponent it gives an infinity or NaN: an ``emax`` above ``_FAST_MAX_EXP`` shows one (even
-#: times a zero), and the general sum applies IEEE rules.
-_SPECIAL_EXP = 20000
-#: Largest ``emax`` the few-warps sum takes (inputs of the formats reach 254).
-_FAST_MAX_EXP = 900
-#: Entries of the scale tables: every ``emax`` from -2048 to 2047, negative ones wrapping.
-_SCALE_SIZE = 4096
+#: Step 1's ``2**e`` of a zero input: times the largest input (``2**127``) still far below every
+#: real product (at least ``2**-252``), so it never decides ``emax``; squared, still normal.
+_ZERO_POWER = 2.0 ** -500
+#: Largest ``2**emax`` that leaves an f32 sum in range (a sum lies below ``2**(emax + 7)``),
+#: and the smallest (a non-zero sum is at least ``2**(emax - 25)``).
+_F32_SAFE = (2.0 ** (-126 + ALIGN_BITS), 2.0 ** (127 - 7))
 
 
 @lru_cache(maxsize=None)
-def _exponent_table(fmt: str, zero_exp: int) -> np.ndarray:
-    """Step 1's exponent of a float64 value, looked up by ``value.view(int64) >> 52`` (sign and
+def _power_table(fmt: str, zero_power: float) -> np.ndarray:
+    """Step 1's ``2**e`` of a float64 value, looked up by ``value.view(int64) >> 52`` (sign and
     exponent field; a negative value gives a negative index, which wraps to the same field).
 
     Every value of an input format is a normal float64 (or zero, or special), so the field
-    alone decides: ``max(field - 1023, emin)``, ``zero_exp`` for a zero, ``_SPECIAL_EXP`` for an
-    infinity or NaN. Read-only int64 ``(4096,)``."""
+    alone decides: ``2**max(field - 1023, emin)``, ``zero_power`` for a zero, ``inf`` for an
+    infinity or NaN (so that any product with one shows). Read-only float64 ``(4096,)``."""
     field = np.arange(4096, dtype=np.int64) & 0x7FF
-    table = np.maximum(field - 1023, _EMIN[fmt])
-    table[field == 0] = zero_exp
-    table[field == 0x7FF] = _SPECIAL_EXP
+    table = np.ldexp(1.0, np.clip(field - 1023, _EMIN[fmt], 1023))
+    table[field == 0] = zero_power
+    table[field == 0x7FF] = np.inf
     table.setflags(write=False)
     return table
 
 
-@lru_cache(maxsize=None)
-def _scales() -> tuple[np.ndarray, np.ndarray]:
-    """``2 ** (ALIGN_BITS - e)`` and ``2 ** (e - ALIGN_BITS)`` indexed by the exponent ``e``
-    (negative ``e`` wraps around), for every ``e`` an ``emax`` can take."""
-    e = np.arange(_SCALE_SIZE, dtype=np.int64)
-    e[e >= _SCALE_SIZE // 2] -= _SCALE_SIZE
-    e = np.clip(e, -_FAST_MAX_EXP, _FAST_MAX_EXP)  # beyond: never an emax, kept finite
-    up, down = np.ldexp(1.0, ALIGN_BITS - e), np.ldexp(1.0, e - ALIGN_BITS)
-    for t in (up, down):
-        t.setflags(write=False)
-    return up, down
+def step_powers(values: np.ndarray, fmt: str, zero_power: float = _ZERO_POWER) -> np.ndarray:
+    """``2**e`` of step 1 for each float64 value of format ``fmt`` (``zero_power`` for a zero,
+    ``inf`` for an infinity or NaN): what :func:`few_warps_bits` takes beside the values."""
+    return _power_table(fmt, zero_power)[np.asarray(values, np.float64).view(np.int64) >> 52]
 
 
 #: Bits float32 lacks below a float64's significand (cleared to truncate into f32).
 _KEEP_F32 = np.uint64(~((1 << 29) - 1) & (2**64 - 1))
 
 
-def _few_warps(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str,
-               out_fmt: str) -> np.ndarray | None:
-    """Steps 1-4 for a few warps, or ``None`` where an input is infinite or NaN.
+def few_warps_bits(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str,
+                   out_fmt: str) -> np.ndarray | None:
+    """Steps 1-4 for a few warps, as :func:`mma_bits` but transposed: ``C`` and the result are
+    ``(N, M, W)`` (M, the longer, innermost makes numpy's broadcast loops longer); ``None``
+    where an input is infinite or NaN (the general sum applies IEEE rules).
 
-    The exponents are int64 table look-ups (a zero's is ``_ZERO_EXP``, so no ``-inf`` needs
-    mending). A zero ``c`` gets ``2 * emin`` of the inputs, at or below every real product: it
-    never decides ``emax``, and where every term is zero it keeps ``emax`` in range (the sum is
-    0 whatever its scale). From ``emax`` alone follows whether a sum can leave f32's normal
-    range: the terms are multiples of ``2**(emax - 25)`` below ``2**(emax + 2)``, so a non-zero
-    sum lies within ``[2**(emax - 25), 2**(emax + 7))``; only where it may, the general
-    truncation runs."""
-    in_exp = _exponent_table(in_fmt, _ZERO_EXP)
-    ea, eb = in_exp[A.view(np.int64) >> 52], in_exp[B.view(np.int64) >> 52]
-    ec = _exponent_table(c_fmt, 2 * _EMIN[in_fmt])[C.view(np.int64) >> 52]
-    emax = np.add(ea[:, :, None, :], eb[:, None, :, :]).max(axis=0)      # (M, N, W)
-    np.maximum(emax, ec, out=emax)
-    hi = int(emax.max())
-    if hi > _FAST_MAX_EXP:                       # an infinity or NaN: IEEE rules decide
+    ``A (2, K, M, W)`` and ``B (2, K, N, W)`` stack each operand's values (an infinity or NaN
+    may read 0) on step 1's powers ``2**e`` (:func:`step_powers`), so that one broadcast
+    multiplication gives both the exact products and ``2**(e(a) + e(b))``; ``C`` is values
+    only. A zero ``c`` counts as ``2**(2 * emin)`` of the inputs, at or below every real
+    product: it never decides ``emax``, and where every term is zero it keeps ``emax`` finite
+    (the sum is 0 whatever its scale). From ``emax`` alone follows whether a sum may leave
+    f32's normal range; only then the general truncation runs."""
+    prods = A[:, :, None, :, :] * B[:, :, :, None, :]          # exact, (2, K, N, M, W)
+    emax = prods[1].max(axis=0)                                  # 2**emax, (N, M, W)
+    np.maximum(emax, step_powers(C, c_fmt, 2.0 ** (2 * _EMIN[in_fmt])), out=emax)
+    hi = float(emax.max())
+    if hi == np.inf:                                             # an infinity or NaN
         return None
-    up, down = _scales()
-    scale = up[emax]                                                     # exact powers of two
+    scale = np.divide(2.0 ** ALIGN_BITS, emax, out=emax)        # 2**(25 - emax), exact
     S = np.multiply(C, scale)
     np.trunc(S, out=S)
-    terms = A[:, :, None, :] * B[:, None, :, :]                 # exact, (K, M, N, W)
+    terms = prods[0]
     terms *= scale
     S += np.trunc(terms, out=terms).sum(axis=0)
-    S *= down[emax]
+    S /= scale                                                   # exact: a power of two
     if out_fmt == "f16":
-        if hi <= 8:                                             # |sum| < 2**15: no overflow
+        if hi <= 2.0 ** 8:                                       # |sum| < 2**15: no overflow
             h = S.astype(np.float16)
         else:
             with np.errstate(over="ignore"):
                 h = S.astype(np.float16)
-        h += np.float16(0)                                      # -0 -> +0: the GPU writes +0
+        h += np.float16(0)                                       # -0 -> +0: the GPU writes +0
         return h.view(np.uint16)
-    if hi <= 127 - 7 and int(emax.min()) >= -126 + ALIGN_BITS:  # stays in f32's normal range
-        S += 0.0                                                # -0 -> +0
+    if hi <= _F32_SAFE[1] and 2.0 ** ALIGN_BITS / float(scale.max()) >= _F32_SAFE[0]:
+        S += 0.0                                                 # -0 -> +0
         return (S.view(np.uint64) & _KEEP_F32).view(np.float64).astype(np.float32).view(np.uint32)
     bits = round_f32_toward_zero(S).view(np.uint32)
     bits[(bits & np.uint32(0x7FFFFFFF)) == 0] = 0

@@ -160,14 +160,22 @@ def test_the_few_warps_sum_matches_the_stated_steps(in_fmt, K, c_fmt, out_fmt, s
 def test_the_few_warps_sum_takes_finite_sums_and_leaves_specials():
     """The table-driven sum decides every finite case itself, and leaves infinities and NaNs
     to the general sum (which applies IEEE rules)."""
+    def few(x, c, y=None):
+        y = x[:, :8] if y is None else y
+        a, b = (np.stack([v, tensorcore.step_powers(v, "f16")]) for v in (x, y))
+        with np.errstate(invalid="ignore"):
+            return tensorcore.few_warps_bits(a, b, c, "f16", "f32", "f32")
     x = np.ones((16, 16, 1))
-    c = np.zeros((16, 8, 1))
-    assert tensorcore._few_warps(x, x[:, :8], c, "f16", "f32", "f32") is not None
-    c[2, 3, 0] = np.inf
-    assert tensorcore._few_warps(x, x[:, :8], c, "f16", "f32", "f32") is None
-    c[2, 3, 0] = 0
+    c = np.zeros((8, 16, 1))                            # (N, M, W): the few-warps order
+    assert few(x, c) is not None
+    c[3, 2, 0] = np.inf
+    assert few(x, c) is None
+    c[3, 2, 0] = 0
     x[1, 1, 0] = np.nan
-    assert tensorcore._few_warps(x, x[:, :8], c, "f16", "f32", "f32") is None
+    assert few(x, c) is None
+    x[1, 1, 0] = 0
+    x[:, 2] = -np.inf                                   # an infinity times only zeros
+    assert few(x, c, np.zeros((16, 8, 1))) is None
 
 
 @pytest.mark.parametrize("out_fmt", ["f32", "f16"])

@@ -255,15 +255,14 @@ def mma(ins, cx):
     gb = [cx.src(r, "b32") for r in _regs(bop)]
     gc = [cx.src(r, "b32") for r in _regs(cop)]
 
-    def stack(w, gets):
-        # every getter gives the warp's (32,) register of b32 bits
-        return np.stack([g(w) for g in gets], axis=1).astype(np.uint32, copy=False)
+    def rows(w, gets):
+        # every getter gives the warp's (32,) register of b32 bits: one row each
+        return np.array([g(w) for g in gets], dtype=np.uint32)
 
     def fn(w, m):
-        d = emulator.mma(shape, stack(w, ga), stack(w, gb), stack(w, gc), atype=atype,
-                         btype=btype, ctype=ctype, dtype=dtype)
-        for i, s in enumerate(sets):
-            s(w, d[:, i].copy(), m)
+        d = emulator.mma_warp(form, rows(w, ga), rows(w, gb), rows(w, gc))
+        for s, reg in zip(sets, d):
+            s(w, reg, m)
 
     def wide(w, m):
         ws = w.group_warps(m)
