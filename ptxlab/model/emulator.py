@@ -34,7 +34,8 @@ from .layouts import ROW_BYTES, WARP_SIZE
 __all__ = [
     "EmulatorError", "MisalignedAddress", "AddressOutOfRange", "BadOperand", "UndefinedResult",
     "ldmatrix", "stmatrix", "movmatrix", "mma", "mma_warp", "ldmatrix_batch", "stmatrix_batch",
-    "ldmatrix_form", "stmatrix_form", "unpack_row_elements", "pack_row_elements",
+    "ldmatrix_form", "stmatrix_form", "row_loader", "row_storer", "unpack_row_elements",
+    "pack_row_elements",
     "pack_b16", "unpack_b16", "matrices_to_fragment", "fragment_to_matrices", "element_bits",
 ]
 
@@ -491,6 +492,105 @@ def _refuse_shared_bytes(dst: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# One warp, register by register: a loader or storer built once per instruction (the CPU backend
+# holds each register as its own (32,) array), so that each call only checks and gathers
+# ---------------------------------------------------------------------------------------------
+
+class _Units(NamedTuple):
+    """A form's register bytes as whole units of ``size`` bytes (4, 2 or 1) of its rows:
+    ``lane (regs, 32, 4 // size)``, the address lane of each unit, and ``col``, the unit within
+    the row."""
+    size: int
+    lane: np.ndarray
+    col: np.ndarray
+
+
+@lru_cache(maxsize=None)
+def _units(f: matrix_forms.MatrixForm) -> _Units:
+    """The widest units the byte map of ``f`` moves whole (bytes in order, from one row,
+    aligned): 4 for the non-transposed m8n8 forms, 2 for .trans .b16, 1 for the others."""
+    bm = matrix_forms.byte_map(f).transpose(1, 0, 2, 3)            # (regs, 32, 4, 3)
+    lane = bm[..., 0] * f.rows_per_matrix + bm[..., 1]
+    col = bm[..., 2]
+    for size in (4, 2, 1):
+        ul, uc = lane[..., ::size], col[..., ::size]
+        steps = np.arange(4).reshape(-1, size)[0]                  # 0 .. size-1
+        if ((lane.reshape(lane.shape[:2] + (-1, size)) == ul[..., None]).all()
+                and (col.reshape(col.shape[:2] + (-1, size)) == uc[..., None] + steps).all()
+                and not (uc % size).any()):
+            break
+    units = _Units(size, ul.copy(), uc // size)
+    for arr in units[1:]:
+        arr.setflags(write=False)
+    return units
+
+
+_UNIT = {4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype(np.uint8)}
+
+
+def _checked_rows(rows: np.ndarray, f: matrix_forms.MatrixForm, smem_bytes: int) -> None:
+    """The checks and errors of :func:`_row_addresses` for one warp's ``(n,)`` row addresses,
+    in two reductions where all is well (as unsigned, a negative address is past the end)."""
+    u = rows.view(np.uint64)
+    if (int(np.bitwise_or.reduce(u)) & (ROW_BYTES - 1) == 0
+            and int(np.maximum.reduce(u)) + ROW_BYTES <= smem_bytes):
+        return
+    _row_addresses(rows[None], f.num, smem_bytes, f.op, f.rows_per_matrix)
+
+
+def _unit_view(mem: np.ndarray, size: int) -> np.ndarray:
+    """Shared memory as ``size``-byte little-endian units (whole rows lie in the part viewed:
+    a checked row ends on a multiple of 16 within the buffer)."""
+    return mem[: mem.size - mem.size % size].view(_UNIT[size])
+
+
+def row_loader(f: matrix_forms.MatrixForm):
+    """``load(smem, rows) -> (f.regs, 32)`` uint32 for one warp of ldmatrix form ``f``: ``rows``
+    the ``(f.address_lane_count,)`` int64 row addresses, ``smem`` the contiguous uint8 buffer
+    they index. The checks and errors of :func:`ldmatrix_form`; each register a contiguous row.
+    """
+    if f.op != "ldmatrix":
+        raise BadOperand(f"{f.ptx} is not an ldmatrix form")
+    if f.packed or sys.byteorder != "little":
+        def load_any(smem: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            addrs = np.zeros(WARP_SIZE, dtype=np.int64)
+            addrs[:rows.size] = rows
+            return np.ascontiguousarray(ldmatrix_form(smem, addrs, f).T)
+        return load_any
+    size, lane, col = _units(f)
+
+    def load(smem: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        _checked_rows(rows, f, smem.size)
+        got = _unit_view(smem, size)[(rows // size)[lane] + col]    # (regs, 32, 4 // size)
+        return got.view(np.uint32)[..., 0]
+    return load
+
+
+def row_storer(f: matrix_forms.MatrixForm):
+    """``store(smem, rows, regs)`` for one warp of stmatrix form ``f``: ``regs (f.regs, 32)``
+    uint32, ``rows`` and ``smem`` as for :func:`row_loader` (``smem`` written in place). The
+    checks and errors of :func:`stmatrix_form`, two lanes naming one row included."""
+    if f.op != "stmatrix":
+        raise BadOperand(f"{f.ptx} is not a stmatrix form")
+    size, lane, col = _units(f)
+    if sys.byteorder != "little":
+        size, lane, col = 0, None, None
+
+    def store(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray) -> None:
+        _checked_rows(rows, f, smem.size)
+        if len(set(rows.tolist())) < rows.size:
+            _refuse_shared_rows(rows[None], False)
+        if not size or not smem.flags.c_contiguous:
+            addrs = np.zeros(WARP_SIZE, dtype=np.int64)
+            addrs[:rows.size] = rows
+            stmatrix_form(smem, addrs, np.ascontiguousarray(regs.T), f)
+            return
+        units = np.ascontiguousarray(regs, dtype=np.uint32).view(_UNIT[size])
+        _unit_view(smem, size)[(rows // size)[lane] + col] = units.reshape(lane.shape)
+    return store
+
+
+# ---------------------------------------------------------------------------------------------
 # movmatrix
 # ---------------------------------------------------------------------------------------------
 
@@ -511,10 +611,27 @@ def movmatrix(a, trans: bool = True) -> np.ndarray:
     else:
         raise BadOperand(f"movmatrix takes one register per lane: shape (32,) or (warps, 32), "
                          f"got {arr.shape}")
+    if sys.byteorder != "little":
+        lay = layouts.movmatrix_fragment()
+        mats = fragment_to_matrices(regs, lay)                      # (W, 1, 8, 8)
+        out = matrices_to_fragment(np.swapaxes(mats, -1, -2), lay)  # (W, 32, 1)
+        return out.reshape(arr.shape)
+    halves = np.ascontiguousarray(regs).reshape(regs.shape[0], -1).view(np.uint16)  # (W, 64)
+    return halves.take(_movmatrix_halves(), axis=1).view(np.uint32).reshape(arr.shape)
+
+
+@lru_cache(maxsize=None)
+def _movmatrix_halves() -> np.ndarray:
+    """``(64,)``: for each 16-bit half of the result (lane, low/high), the half of the source
+    that lands there: the element at the transposed position. One gather moves the matrix."""
     lay = layouts.movmatrix_fragment()
-    mats = fragment_to_matrices(regs, lay)                          # (W, 1, 8, 8)
-    out = matrices_to_fragment(np.swapaxes(mats, -1, -2), lay)     # (W, 32, 1)
-    return out.reshape(arr.shape)
+    src = lay.owners[0].transpose(1, 0, 2)                          # owner of A^T's elements
+    c = lay.coords[:, 0]                                            # (32, 2, 3) of d
+    o = src[c[..., 1], c[..., 2]]                                   # (32, 2, 3)
+    index = (o[..., 0] * lay.regs + o[..., 1]) * lay.elems_per_reg + o[..., 2]
+    index = index.reshape(-1)
+    index.setflags(write=False)
+    return index
 
 
 # ---------------------------------------------------------------------------------------------

@@ -256,6 +256,8 @@ def step_powers(values: np.ndarray, fmt: str, zero_power: float = _ZERO_POWER) -
     return _power_table(fmt, zero_power)[np.asarray(values, np.float64).view(np.int64) >> 52]
 
 
+#: The reductions, called as ufuncs (the ndarray methods add a Python layer per call).
+_MAX, _SUM = np.maximum.reduce, np.add.reduce
 #: Bits float32 lacks below a float64's significand (cleared to truncate into f32).
 _KEEP_F32 = np.uint64(~((1 << 29) - 1) & (2**64 - 1))
 
@@ -274,9 +276,9 @@ def few_warps_bits(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_f
     (the sum is 0 whatever its scale). From ``emax`` alone follows whether a sum may leave
     f32's normal range; only then the general truncation runs."""
     prods = A[:, :, None, :, :] * B[:, :, :, None, :]          # exact, (2, K, N, M, W)
-    emax = prods[1].max(axis=0)                                  # 2**emax, (N, M, W)
+    emax = _MAX(prods[1], axis=0)                                # 2**emax, (N, M, W)
     np.maximum(emax, step_powers(C, c_fmt, 2.0 ** (2 * _EMIN[in_fmt])), out=emax)
-    hi = float(emax.max())
+    hi = float(_MAX(emax, axis=None))
     if hi == np.inf:                                             # an infinity or NaN
         return None
     scale = np.divide(2.0 ** ALIGN_BITS, emax, out=emax)        # 2**(25 - emax), exact
@@ -284,7 +286,7 @@ def few_warps_bits(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_f
     np.trunc(S, out=S)
     terms = prods[0]
     terms *= scale
-    S += np.trunc(terms, out=terms).sum(axis=0)
+    S += _SUM(np.trunc(terms, out=terms), axis=0)
     S /= scale                                                   # exact: a power of two
     if out_fmt == "f16":
         if hi <= 2.0 ** 8:                                       # |sum| < 2**15: no overflow
@@ -294,7 +296,7 @@ def few_warps_bits(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_f
                 h = S.astype(np.float16)
         h += np.float16(0)                                       # -0 -> +0: the GPU writes +0
         return h.view(np.uint16)
-    if hi <= _F32_SAFE[1] and 2.0 ** ALIGN_BITS / float(scale.max()) >= _F32_SAFE[0]:
+    if hi <= _F32_SAFE[1] and 2.0 ** ALIGN_BITS / float(_MAX(scale, axis=None)) >= _F32_SAFE[0]:
         S += 0.0                                                 # -0 -> +0
         return (S.view(np.uint64) & _KEEP_F32).view(np.float64).astype(np.float32).view(np.uint32)
     bits = round_f32_toward_zero(S).view(np.uint32)
