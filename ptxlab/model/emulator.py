@@ -528,12 +528,14 @@ def _units(f: matrix_forms.MatrixForm) -> _Units:
 _UNIT = {4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype(np.uint8)}
 
 
+_OR, _MAX, _ALIGN = np.bitwise_or.reduce, np.maximum.reduce, np.uint64(ROW_BYTES - 1)
+
+
 def _checked_rows(rows: np.ndarray, f: matrix_forms.MatrixForm, smem_bytes: int) -> None:
     """The checks and errors of :func:`_row_addresses` for one warp's ``(n,)`` row addresses,
     in two reductions where all is well (as unsigned, a negative address is past the end)."""
     u = rows.view(np.uint64)
-    if (int(np.bitwise_or.reduce(u)) & (ROW_BYTES - 1) == 0
-            and int(np.maximum.reduce(u)) + ROW_BYTES <= smem_bytes):
+    if (not _OR(u) & _ALIGN) and _MAX(u) <= smem_bytes - ROW_BYTES:
         return
     _row_addresses(rows[None], f.num, smem_bytes, f.op, f.rows_per_matrix)
 
@@ -558,10 +560,11 @@ def row_loader(f: matrix_forms.MatrixForm):
             return np.ascontiguousarray(ldmatrix_form(smem, addrs, f).T)
         return load_any
     size, lane, col = _units(f)
+    shift = size.bit_length() - 1                                   # rows // size
 
     def load(smem: np.ndarray, rows: np.ndarray) -> np.ndarray:
         _checked_rows(rows, f, smem.size)
-        got = _unit_view(smem, size)[(rows // size)[lane] + col]    # (regs, 32, 4 // size)
+        got = _unit_view(smem, size)[(rows >> shift)[lane] + col]   # (regs, 32, 4 // size)
         return got.view(np.uint32)[..., 0]
     return load
 
@@ -573,8 +576,9 @@ def row_storer(f: matrix_forms.MatrixForm):
     if f.op != "stmatrix":
         raise BadOperand(f"{f.ptx} is not a stmatrix form")
     size, lane, col = _units(f)
+    shift = size.bit_length() - 1                                   # rows // size
     if sys.byteorder != "little":
-        size, lane, col = 0, None, None
+        size = 0
 
     def store(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray) -> None:
         _checked_rows(rows, f, smem.size)
@@ -586,7 +590,7 @@ def row_storer(f: matrix_forms.MatrixForm):
             stmatrix_form(smem, addrs, np.ascontiguousarray(regs.T), f)
             return
         units = np.ascontiguousarray(regs, dtype=np.uint32).view(_UNIT[size])
-        _unit_view(smem, size)[(rows // size)[lane] + col] = units.reshape(lane.shape)
+        _unit_view(smem, size)[(rows >> shift)[lane] + col] = units.reshape(lane.shape)
     return store
 
 
