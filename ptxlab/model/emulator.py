@@ -496,13 +496,16 @@ def _refuse_shared_bytes(dst: np.ndarray) -> None:
 # holds each register as its own (32,) array), so that each call only checks and gathers
 # ---------------------------------------------------------------------------------------------
 
+_UNIT = {4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype(np.uint8)}
+
+
 class _Units(NamedTuple):
-    """A form's register bytes as whole units of ``size`` bytes (4, 2 or 1) of its rows:
-    ``lane (regs, 32, 4 // size)``, the address lane of each unit, and ``col``, the unit within
-    the row."""
+    """A form's register bytes as whole units of ``size`` bytes (4, 2 or 1) of its rows, and
+    for each unit of the registers ``(regs, 32, 4 // size)``, flat, the unit it is among the
+    rows' bytes read in address-lane order (``None`` where that order is the registers' own:
+    the non-transposed m8n8 forms)."""
     size: int
-    lane: np.ndarray
-    col: np.ndarray
+    order: np.ndarray | None
 
 
 @lru_cache(maxsize=None)
@@ -510,22 +513,28 @@ def _units(f: matrix_forms.MatrixForm) -> _Units:
     """The widest units the byte map of ``f`` moves whole (bytes in order, from one row,
     aligned): 4 for the non-transposed m8n8 forms, 2 for .trans .b16, 1 for the others."""
     bm = matrix_forms.byte_map(f).transpose(1, 0, 2, 3)            # (regs, 32, 4, 3)
-    lane = bm[..., 0] * f.rows_per_matrix + bm[..., 1]
-    col = bm[..., 2]
+    at = (bm[..., 0] * f.rows_per_matrix + bm[..., 1]) * ROW_BYTES + bm[..., 2]   # byte
     for size in (4, 2, 1):
-        ul, uc = lane[..., ::size], col[..., ::size]
-        steps = np.arange(4).reshape(-1, size)[0]                  # 0 .. size-1
-        if ((lane.reshape(lane.shape[:2] + (-1, size)) == ul[..., None]).all()
-                and (col.reshape(col.shape[:2] + (-1, size)) == uc[..., None] + steps).all()
-                and not (uc % size).any()):
+        first = at[..., ::size]
+        if (not (first % size).any()
+                and (at.reshape(at.shape[:2] + (-1, size)) == first[..., None]
+                     + np.arange(size)).all()):
             break
-    units = _Units(size, ul.copy(), uc // size)
-    for arr in units[1:]:
-        arr.setflags(write=False)
-    return units
+    order = (first // size).reshape(-1)
+    if (order == np.arange(order.size)).all():
+        return _Units(size, None)
+    order.setflags(write=False)
+    return _Units(size, order)
 
 
-_UNIT = {4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype(np.uint8)}
+#: One 16-byte row as one numpy element: a gather of rows is then a gather of elements.
+_ROW = np.dtype(f"V{ROW_BYTES}")
+
+
+def _row_view(mem: np.ndarray) -> np.ndarray:
+    """Shared memory as 16-byte rows (whole rows lie in the part viewed: a checked row ends on
+    a multiple of 16 within the buffer)."""
+    return mem[: mem.size - mem.size % ROW_BYTES].view(_ROW)
 
 
 _OR, _MAX, _ALIGN = np.bitwise_or.reduce, np.maximum.reduce, np.uint64(ROW_BYTES - 1)
@@ -533,17 +542,14 @@ _OR, _MAX, _ALIGN = np.bitwise_or.reduce, np.maximum.reduce, np.uint64(ROW_BYTES
 
 def _checked_rows(rows: np.ndarray, f: matrix_forms.MatrixForm, smem_bytes: int) -> None:
     """The checks and errors of :func:`_row_addresses` for one warp's ``(n,)`` row addresses,
-    in two reductions where all is well (as unsigned, a negative address is past the end)."""
+    in one or two reductions where all is well (as unsigned, a negative address is past the
+    end)."""
     u = rows.view(np.uint64)
-    if (not _OR(u) & _ALIGN) and _MAX(u) <= smem_bytes - ROW_BYTES:
+    bits = _OR(u)                    # at least the largest row: often the only reduction
+    last = smem_bytes - ROW_BYTES
+    if not bits & _ALIGN and (bits <= last or _MAX(u) <= last):
         return
     _row_addresses(rows[None], f.num, smem_bytes, f.op, f.rows_per_matrix)
-
-
-def _unit_view(mem: np.ndarray, size: int) -> np.ndarray:
-    """Shared memory as ``size``-byte little-endian units (whole rows lie in the part viewed:
-    a checked row ends on a multiple of 16 within the buffer)."""
-    return mem[: mem.size - mem.size % size].view(_UNIT[size])
 
 
 def row_loader(f: matrix_forms.MatrixForm):
@@ -559,13 +565,14 @@ def row_loader(f: matrix_forms.MatrixForm):
             addrs[:rows.size] = rows
             return np.ascontiguousarray(ldmatrix_form(smem, addrs, f).T)
         return load_any
-    size, lane, col = _units(f)
-    shift = size.bit_length() - 1                                   # rows // size
+    unit, order = _UNIT[_units(f).size], _units(f).order
 
     def load(smem: np.ndarray, rows: np.ndarray) -> np.ndarray:
         _checked_rows(rows, f, smem.size)
-        got = _unit_view(smem, size)[(rows >> shift)[lane] + col]   # (regs, 32, 4 // size)
-        return got.view(np.uint32)[..., 0]
+        data = _row_view(smem)[rows >> 4]                           # (n,) rows
+        if order is not None:
+            data = data.view(unit).reshape(-1)[order]               # the registers' units
+        return data.view(np.uint32).reshape(f.regs, WARP_SIZE)
     return load
 
 
@@ -575,22 +582,24 @@ def row_storer(f: matrix_forms.MatrixForm):
     checks and errors of :func:`stmatrix_form`, two lanes naming one row included."""
     if f.op != "stmatrix":
         raise BadOperand(f"{f.ptx} is not a stmatrix form")
-    size, lane, col = _units(f)
-    shift = size.bit_length() - 1                                   # rows // size
-    if sys.byteorder != "little":
-        size = 0
+    unit, order = _UNIT[_units(f).size], _units(f).order
+    if order is not None:                          # where each unit of the rows comes from
+        order = np.argsort(order)
+    little = sys.byteorder == "little"
 
     def store(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray) -> None:
         _checked_rows(rows, f, smem.size)
         if len(set(rows.tolist())) < rows.size:
             _refuse_shared_rows(rows[None], False)
-        if not size or not smem.flags.c_contiguous:
+        if not little or not smem.flags.c_contiguous:
             addrs = np.zeros(WARP_SIZE, dtype=np.int64)
             addrs[:rows.size] = rows
             stmatrix_form(smem, addrs, np.ascontiguousarray(regs.T), f)
             return
-        units = np.ascontiguousarray(regs, dtype=np.uint32).view(_UNIT[size])
-        _unit_view(smem, size)[(rows >> shift)[lane] + col] = units.reshape(lane.shape)
+        data = np.ascontiguousarray(regs, dtype=np.uint32)
+        if order is not None:
+            data = data.view(unit).reshape(-1)[order]
+        _row_view(smem)[rows >> 4] = data.reshape(-1).view(_ROW)
     return store
 
 
