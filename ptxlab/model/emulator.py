@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -552,7 +552,7 @@ def _checked_rows(rows: np.ndarray, f: matrix_forms.MatrixForm, smem_bytes: int)
     _row_addresses(rows[None], f.num, smem_bytes, f.op, f.rows_per_matrix)
 
 
-def row_loader(f: matrix_forms.MatrixForm):
+def row_loader(f: matrix_forms.MatrixForm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``load(smem, rows) -> (f.regs, 32)`` uint32 for one warp of ldmatrix form ``f``: ``rows``
     the ``(f.address_lane_count,)`` int64 row addresses, ``smem`` the contiguous uint8 buffer
     they index. The checks and errors of :func:`ldmatrix_form`; each register a contiguous row.
@@ -566,17 +566,19 @@ def row_loader(f: matrix_forms.MatrixForm):
             return np.ascontiguousarray(ldmatrix_form(smem, addrs, f).T)
         return load_any
     unit, order = _UNIT[_units(f).size], _units(f).order
+    shape = (f.regs, WARP_SIZE)
 
     def load(smem: np.ndarray, rows: np.ndarray) -> np.ndarray:
         _checked_rows(rows, f, smem.size)
         data = _row_view(smem)[rows >> 4]                           # (n,) rows
         if order is not None:
             data = data.view(unit).reshape(-1)[order]               # the registers' units
-        return data.view(np.uint32).reshape(f.regs, WARP_SIZE)
+        return data.view(np.uint32).reshape(shape)
     return load
 
 
-def row_storer(f: matrix_forms.MatrixForm):
+def row_storer(f: matrix_forms.MatrixForm) -> Callable[[np.ndarray, np.ndarray, np.ndarray],
+                                                        None]:
     """``store(smem, rows, regs)`` for one warp of stmatrix form ``f``: ``regs (f.regs, 32)``
     uint32, ``rows`` and ``smem`` as for :func:`row_loader` (``smem`` written in place). The
     checks and errors of :func:`stmatrix_form`, two lanes naming one row included."""
