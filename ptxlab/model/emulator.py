@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -32,8 +33,9 @@ from .layouts import ROW_BYTES, WARP_SIZE
 
 __all__ = [
     "EmulatorError", "MisalignedAddress", "AddressOutOfRange", "BadOperand", "UndefinedResult",
-    "ldmatrix", "stmatrix", "movmatrix", "mma", "ldmatrix_batch", "stmatrix_batch",
-    "ldmatrix_form", "stmatrix_form", "unpack_row_elements", "pack_row_elements",
+    "ldmatrix", "stmatrix", "movmatrix", "mma", "mma_warp", "ldmatrix_batch", "stmatrix_batch",
+    "ldmatrix_form", "stmatrix_form", "row_loader", "row_storer", "unpack_row_elements",
+    "pack_row_elements",
     "pack_b16", "unpack_b16", "matrices_to_fragment", "fragment_to_matrices", "element_bits",
 ]
 
@@ -490,6 +492,120 @@ def _refuse_shared_bytes(dst: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# One warp, register by register: a loader or storer built once per instruction (the CPU backend
+# holds each register as its own (32,) array), so that each call only checks and gathers
+# ---------------------------------------------------------------------------------------------
+
+_UNIT = {4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype(np.uint8)}
+
+
+class _Units(NamedTuple):
+    """A form's register bytes as whole units of ``size`` bytes (4, 2 or 1) of its rows, and
+    for each unit of the registers ``(regs, 32, 4 // size)``, flat, the unit it is among the
+    rows' bytes read in address-lane order (``None`` where that order is the registers' own:
+    the non-transposed m8n8 forms)."""
+    size: int
+    order: np.ndarray | None
+
+
+@lru_cache(maxsize=None)
+def _units(f: matrix_forms.MatrixForm) -> _Units:
+    """The widest units the byte map of ``f`` moves whole (bytes in order, from one row,
+    aligned): 4 for the non-transposed m8n8 forms, 2 for .trans .b16, 1 for the others."""
+    bm = matrix_forms.byte_map(f).transpose(1, 0, 2, 3)            # (regs, 32, 4, 3)
+    at = (bm[..., 0] * f.rows_per_matrix + bm[..., 1]) * ROW_BYTES + bm[..., 2]   # byte
+    for size in (4, 2, 1):
+        first = at[..., ::size]
+        if (not (first % size).any()
+                and (at.reshape(at.shape[:2] + (-1, size)) == first[..., None]
+                     + np.arange(size)).all()):
+            break
+    order = (first // size).reshape(-1)
+    if (order == np.arange(order.size)).all():
+        return _Units(size, None)
+    order.setflags(write=False)
+    return _Units(size, order)
+
+
+#: One 16-byte row as one numpy element: a gather of rows is then a gather of elements.
+_ROW = np.dtype(f"V{ROW_BYTES}")
+
+
+def _row_view(mem: np.ndarray) -> np.ndarray:
+    """Shared memory as 16-byte rows (whole rows lie in the part viewed: a checked row ends on
+    a multiple of 16 within the buffer)."""
+    return mem[: mem.size - mem.size % ROW_BYTES].view(_ROW)
+
+
+_OR, _MAX, _ALIGN = np.bitwise_or.reduce, np.maximum.reduce, np.uint64(ROW_BYTES - 1)
+
+
+def _checked_rows(rows: np.ndarray, f: matrix_forms.MatrixForm, smem_bytes: int) -> None:
+    """The checks and errors of :func:`_row_addresses` for one warp's ``(n,)`` row addresses,
+    in one or two reductions where all is well (as unsigned, a negative address is past the
+    end)."""
+    u = rows.view(np.uint64)
+    bits = _OR(u)                    # at least the largest row: often the only reduction
+    last = smem_bytes - ROW_BYTES
+    if not bits & _ALIGN and (bits <= last or _MAX(u) <= last):
+        return
+    _row_addresses(rows[None], f.num, smem_bytes, f.op, f.rows_per_matrix)
+
+
+def row_loader(f: matrix_forms.MatrixForm) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``load(smem, rows) -> (f.regs, 32)`` uint32 for one warp of ldmatrix form ``f``: ``rows``
+    the ``(f.address_lane_count,)`` int64 row addresses, ``smem`` the contiguous uint8 buffer
+    they index. The checks and errors of :func:`ldmatrix_form`; each register a contiguous row.
+    """
+    if f.op != "ldmatrix":
+        raise BadOperand(f"{f.ptx} is not an ldmatrix form")
+    if f.packed or sys.byteorder != "little":
+        def load_any(smem: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            addrs = np.zeros(WARP_SIZE, dtype=np.int64)
+            addrs[:rows.size] = rows
+            return np.ascontiguousarray(ldmatrix_form(smem, addrs, f).T)
+        return load_any
+    unit, order = _UNIT[_units(f).size], _units(f).order
+    shape = (f.regs, WARP_SIZE)
+
+    def load(smem: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        _checked_rows(rows, f, smem.size)
+        data = _row_view(smem)[rows >> 4]                           # (n,) rows
+        if order is not None:
+            data = data.view(unit).reshape(-1)[order]               # the registers' units
+        return data.view(np.uint32).reshape(shape)
+    return load
+
+
+def row_storer(f: matrix_forms.MatrixForm) -> Callable[[np.ndarray, np.ndarray, np.ndarray],
+                                                        None]:
+    """``store(smem, rows, regs)`` for one warp of stmatrix form ``f``: ``regs (f.regs, 32)``
+    uint32, ``rows`` and ``smem`` as for :func:`row_loader` (``smem`` written in place). The
+    checks and errors of :func:`stmatrix_form`, two lanes naming one row included."""
+    if f.op != "stmatrix":
+        raise BadOperand(f"{f.ptx} is not a stmatrix form")
+    unit, order = _UNIT[_units(f).size], _units(f).order
+    if order is not None:                          # where each unit of the rows comes from
+        order = np.argsort(order)
+    little = sys.byteorder == "little"
+
+    def store(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray) -> None:
+        _checked_rows(rows, f, smem.size)
+        if len(set(rows.tolist())) < rows.size:
+            _refuse_shared_rows(rows[None], False)
+        if not little or not smem.flags.c_contiguous:
+            addrs = np.zeros(WARP_SIZE, dtype=np.int64)
+            addrs[:rows.size] = rows
+            stmatrix_form(smem, addrs, np.ascontiguousarray(regs.T), f)
+            return
+        data = np.ascontiguousarray(regs, dtype=np.uint32)
+        if order is not None:
+            data = data.view(unit).reshape(-1)[order]
+        _row_view(smem)[rows >> 4] = data.reshape(-1).view(_ROW)
+    return store
+
+
+# ---------------------------------------------------------------------------------------------
 # movmatrix
 # ---------------------------------------------------------------------------------------------
 
@@ -510,10 +626,27 @@ def movmatrix(a, trans: bool = True) -> np.ndarray:
     else:
         raise BadOperand(f"movmatrix takes one register per lane: shape (32,) or (warps, 32), "
                          f"got {arr.shape}")
+    if sys.byteorder != "little":
+        lay = layouts.movmatrix_fragment()
+        mats = fragment_to_matrices(regs, lay)                      # (W, 1, 8, 8)
+        out = matrices_to_fragment(np.swapaxes(mats, -1, -2), lay)  # (W, 32, 1)
+        return out.reshape(arr.shape)
+    halves = np.ascontiguousarray(regs).reshape(regs.shape[0], -1).view(np.uint16)  # (W, 64)
+    return halves.take(_movmatrix_halves(), axis=1).view(np.uint32).reshape(arr.shape)
+
+
+@lru_cache(maxsize=None)
+def _movmatrix_halves() -> np.ndarray:
+    """``(64,)``: for each 16-bit half of the result (lane, low/high), the half of the source
+    that lands there: the element at the transposed position. One gather moves the matrix."""
     lay = layouts.movmatrix_fragment()
-    mats = fragment_to_matrices(regs, lay)                          # (W, 1, 8, 8)
-    out = matrices_to_fragment(np.swapaxes(mats, -1, -2), lay)     # (W, 32, 1)
-    return out.reshape(arr.shape)
+    src = lay.owners[0].transpose(1, 0, 2)                          # owner of A^T's elements
+    c = lay.coords[:, 0]                                            # (32, 2, 3) of d
+    o = src[c[..., 1], c[..., 2]]                                   # (32, 2, 3)
+    index = (o[..., 0] * lay.regs + o[..., 1]) * lay.elems_per_reg + o[..., 2]
+    index = index.reshape(-1)
+    index.setflags(write=False)
+    return index
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,13 +661,13 @@ def _decode(bits: np.ndarray, typ: str) -> np.ndarray:
 
 def _decode_values(bits: np.ndarray, typ: str) -> np.ndarray:
     if typ == "f16":
-        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+        return bits.astype(np.uint16, copy=False).view(np.float16).astype(np.float64)
     if typ == "bf16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if typ == "tf32":
         return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     if typ == "f32":
-        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+        return bits.astype(np.uint32, copy=False).view(np.float32).astype(np.float64)
     if typ == "s8":
         return bits.astype(np.uint8).view(np.int8).astype(np.int64)
     if typ == "u8":
@@ -595,12 +728,126 @@ def mma(shape: str, a, b, c, *, atype: str = "f16", btype: str = "f16", ctype: s
         C = _decode(fragment_to_matrices(rc, form.c)[:, 0], ctype)     # (W, M, N)
         out = matrices_to_fragment(_wrap_s32(np.einsum("wmk,wkn->wmn", A, B) + C)[:, None],
                                    form.d)
-    else:
+    elif sys.byteorder != "little":
         A = _decode(_warps_last_operand(ra, form.a, cols_first=True), atype)    # (K, M, W)
         B = _decode(_warps_last_operand(rb, form.b, cols_first=False), btype)  # (K, N, W)
         C = _decode(_warps_last_operand(rc, form.c, cols_first=False), ctype)  # (M, N, W)
         out = _warps_last_fragment(tensorcore.mma_sum(A, B, C, atype, ctype, dtype), form.d)
+    else:
+        plan = _mma_plan(form.key)
+        out = _result_registers(_float_mma_bits(ra, rb, rc, plan, form), plan.d)
     return out if batched else out[0]
+
+
+def mma_warp(form: layouts.MmaForm, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """One warp's :func:`mma` with every operand register by register: ``a (regs, 32)`` uint32
+    and so on (how the CPU backend holds them, one ``(32,)`` array per register); returns ``d``
+    as ``(regs, 32)``, each register a contiguous row. The same arithmetic as :func:`mma`; this
+    order spares the backend a transpose of every operand and a copy of every result."""
+    for x, lay, name in ((a, form.a, "a"), (b, form.b, "b"), (c, form.c, "c")):
+        if x.dtype != np.uint32 or x.shape != (lay.regs, WARP_SIZE):
+            raise BadOperand(f"{name} must be ({lay.regs}, 32) uint32 register bits, "
+                             f"got {x.shape} {x.dtype}")
+    if form.atype in ("s8", "u8") or sys.byteorder != "little":
+        return np.ascontiguousarray(mma(form.shape, a.T, b.T, c.T, atype=form.atype,
+                                        btype=form.btype, ctype=form.ctype, dtype=form.dtype).T)
+    plan = _mma_plan(form.key, regs_first=True)
+    return _result_registers(_float_mma_bits(a[None], b[None], c[None], plan, form), plan.d)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# mma operands as flat gathers (little-endian hosts: a register's elements lie in its bytes in
+# order, so a warp's registers viewed as narrow elements are one array to index)
+# ---------------------------------------------------------------------------------------------
+
+class _MmaPlan(NamedTuple):
+    """Where each element of one mma variant lies in a warp's registers ``(32, regs)`` (or
+    ``(regs, 32)``) viewed as ``32 * regs * per`` narrow elements: ``a (K, M)``, ``b (K, N)``,
+    ``c (N, M)`` (transposed, as :func:`ptxlab.model.tensorcore.few_warps_bits` takes it); and
+    ``d (32, regs, per)`` (or ``(regs, 32, per)``), the flat ``n * M + m`` of each result
+    element a register holds."""
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    d: np.ndarray
+
+
+def _element_positions(layout: layouts.FragmentLayout, regs_first: bool) -> np.ndarray:
+    """``(rows, cols)``: each element's position among a warp's registers as narrow elements."""
+    o = layout.owners[0]                                            # (rows, cols, 3)
+    reg = o[..., 1] * WARP_SIZE + o[..., 0] if regs_first else o[..., 0] * layout.regs + o[..., 1]
+    return reg * layout.elems_per_reg + o[..., 2]
+
+
+@lru_cache(maxsize=None)
+def _mma_plan(key: tuple[str, str, str, str, str], regs_first: bool = False) -> _MmaPlan:
+    """The gather indices of one mma variant, built once (read-only: every call shares them)."""
+    form = layouts.mma_form(*key)
+    d = form.d.coords
+    d = d[..., 2] * form.d.rows + d[..., 1]                         # (32, regs, per)
+    plan = _MmaPlan(a=_element_positions(form.a, regs_first).T.copy(),
+                    b=_element_positions(form.b, regs_first),
+                    c=_element_positions(form.c, regs_first).T.copy(),
+                    d=d.transpose(1, 0, 2).copy() if regs_first else d)
+    for arr in plan:
+        arr.setflags(write=False)
+    return plan
+
+
+_NARROW = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+
+
+def _operand_bits(regs: np.ndarray, index: np.ndarray, typ: str) -> np.ndarray:
+    """Registers ``(W, 32, n)`` (or ``(W, n, 32)``, as the plan's index was built) -> element
+    bits ``index.shape + (W,)``, the warps last as the tensor-core sum takes them."""
+    W = regs.shape[0]
+    elems = np.ascontiguousarray(regs).reshape(W, -1).view(_NARROW[layouts.TYPE_BITS[typ]])
+    return elems[0][index][..., None] if W == 1 else elems.T[index]
+
+
+@lru_cache(maxsize=None)
+def _operand_table(typ: str) -> np.ndarray:
+    """``(2, 65536)``: the float64 value of every 16-bit pattern of ``typ`` (f16, bf16; 0 for
+    an infinity or NaN) over its step-1 power ``2**e`` (``inf`` for those): one look-up gives
+    what :func:`ptxlab.model.tensorcore.few_warps_bits` takes."""
+    v = _decode(np.arange(1 << 16, dtype=np.uint32), typ)
+    table = np.stack([np.where(np.isfinite(v), v, 0.0), tensorcore.step_powers(v, typ)])
+    table.setflags(write=False)
+    return table
+
+
+def _stacked(bits: np.ndarray, typ: str) -> np.ndarray:
+    """Element bits -> ``(2, ...)`` values (0 for an infinity or NaN) over step-1 powers."""
+    if typ in ("f16", "bf16"):
+        return _operand_table(typ).take(bits, axis=1)       # take: a third of [:, bits]
+    v = _decode(bits, typ)
+    return np.stack([np.where(np.isfinite(v), v, 0.0), tensorcore.step_powers(v, typ)])
+
+
+def _float_mma_bits(ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, plan: _MmaPlan,
+                    form: layouts.MmaForm) -> np.ndarray:
+    """Result bits ``(N, M, W)`` of a floating-point variant (uint16 for f16, uint32 for f32):
+    a few warps through the stacked look-ups; with an infinity or NaN, or many warps, through
+    the decoded values."""
+    a, b = _operand_bits(ra, plan.a, form.atype), _operand_bits(rb, plan.b, form.btype)
+    with np.errstate(invalid="ignore"):            # a signalling NaN widened: see _decode
+        C = _decode_values(_operand_bits(rc, plan.c, form.ctype), form.ctype)
+        if tensorcore.is_few(ra.shape[0]):
+            bits = tensorcore.few_warps_bits(_stacked(a, form.atype), _stacked(b, form.btype),
+                                             C, form.atype, form.ctype, form.dtype)
+            if bits is not None:
+                return bits
+    return tensorcore.mma_bits(_decode(a, form.atype), _decode(b, form.btype),
+                               C.transpose(1, 0, 2), form.atype, form.ctype,
+                               form.dtype).transpose(1, 0, 2)
+
+
+def _result_registers(bits: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Result bits ``(N, M, W)`` (uint16 for f16, uint32 for f32) -> registers ``(W, 32, n)``."""
+    W = bits.shape[-1]
+    flat = bits.reshape(-1, W)
+    elems = flat[:, 0][index][None] if W == 1 else flat.T[:, index]    # (W, 32, n, per)
+    return np.ascontiguousarray(elems).view(np.uint32)[..., 0]
 
 
 def _warps_last_operand(regs: np.ndarray, layout: layouts.FragmentLayout,

@@ -127,3 +127,82 @@ def test_f32_truncation_matches_nearest_then_step_toward_zero():
             f = np.nextafter(f, np.float32(0))
         assert np.array(g).view(np.uint32) == np.array(f).view(np.uint32), v
     assert np.isnan(tensorcore.round_f32_toward_zero(np.array([np.nan]))).all()
+
+
+@pytest.mark.parametrize("in_fmt,K,c_fmt,out_fmt", FORMS)
+@pytest.mark.parametrize("spread,specials", [(2, False), (12, False), (40, False), (40, True),
+                                             (70, False)])
+@pytest.mark.parametrize("warps", [1, 3])
+def test_the_few_warps_sum_matches_the_stated_steps(in_fmt, K, c_fmt, out_fmt, spread,
+                                                    specials, warps):
+    """One warp and a few, as the CPU backend sums them (its table-driven path): zeros, sums
+    near f32's subnormal and overflow bounds, f16 overflow, and infinities and NaNs, which it
+    hands to the general sum."""
+    rng = np.random.default_rng(hash((in_fmt, K, c_fmt, spread, warps, 1)) % 2**32)
+    a = _values(rng, (warps, 16, K), in_fmt, spread, specials)
+    b = _values(rng, (warps, K, 8), in_fmt, spread, specials)
+    c = _values(rng, (warps, 16, 8), c_fmt, spread, specials)
+    a[0, 3] = -0.0                                # a row of zeros meets a zero c: every term 0
+    c[0, 3, :4] = 0
+    b[0, :, 5] = np.abs(b[0, :, 5])               # ... and a sum of -0 terms only, in f32: +0
+    c[0, 3, 5] = -0.0
+    with np.errstate(all="ignore"):
+        got = tensorcore.mma_sum(np.ascontiguousarray(a.transpose(2, 1, 0)),
+                                 np.ascontiguousarray(b.transpose(1, 2, 0)),
+                                 np.ascontiguousarray(c.transpose(1, 2, 0)),
+                                 in_fmt, c_fmt, out_fmt)
+    want = reference(a, b, c, in_fmt, c_fmt, out_fmt)
+    bad = np.argwhere(got.transpose(2, 0, 1) != want)
+    assert got.dtype == np.uint32 and bad.size == 0, (
+        f"{len(bad)} of {want.size} differ; first (warp, m, n) {tuple(bad[0])}")
+
+
+def test_the_few_warps_sum_takes_finite_sums_and_leaves_specials():
+    """The table-driven sum decides every finite case itself, and leaves infinities and NaNs
+    to the general sum (which applies IEEE rules)."""
+    def few(x, c, y=None):
+        y = x[:, :8] if y is None else y
+        a, b = (np.stack([v, tensorcore.step_powers(v, "f16")]) for v in (x, y))
+        with np.errstate(invalid="ignore"):
+            return tensorcore.few_warps_bits(a, b, c, "f16", "f32", "f32")
+    x = np.ones((16, 16, 1))
+    c = np.zeros((8, 16, 1))                            # (N, M, W): the few-warps order
+    assert few(x, c) is not None
+    c[3, 2, 0] = np.inf
+    assert few(x, c) is None
+    c[3, 2, 0] = 0
+    x[1, 1, 0] = np.nan
+    assert few(x, c) is None
+    x[1, 1, 0] = 0
+    x[:, 2] = -np.inf                                   # an infinity times only zeros
+    assert few(x, c, np.zeros((16, 8, 1))) is None
+
+
+@pytest.mark.parametrize("out_fmt", ["f32", "f16"])
+@pytest.mark.parametrize("edge", ["subnormal", "overflow"])
+def test_the_few_warps_sum_at_the_edges_of_f32(edge, out_fmt):
+    """bf16 sums of one warp that end in f32's subnormals (truncated to the 2**-149 grid), or
+    at and past 2**128 (infinite): the table-driven sum must pass them to the general
+    truncation."""
+    rng = np.random.default_rng(11)
+    sig = lambda shape: 1 + rng.integers(0, 128, shape) / 128          # 8-bit significands
+    a = sig((1, 16, 16)) * np.where(rng.random((1, 16, 16)) < 0.5, -1, 1)
+    b = sig((1, 16, 8))
+    c = np.zeros((1, 16, 8))
+    if edge == "subnormal":                                # products near 2**-140
+        a *= 2.0 ** -70
+        b *= 2.0 ** -70
+    else:                                                  # near 2**126, some with a huge c
+        a = np.abs(a) * 2.0 ** 63
+        b *= 2.0 ** 63
+        b[0, 8:] *= 2.0 ** -20
+        c[0, :8] = (2 - 2.0 ** -23) * 2.0 ** 127
+    got = tensorcore.mma_sum(np.ascontiguousarray(a.transpose(2, 1, 0)),
+                             np.ascontiguousarray(b.transpose(1, 2, 0)),
+                             np.ascontiguousarray(c.transpose(1, 2, 0)), "bf16", "f32", out_fmt)
+    want = reference(a, b, c, "bf16", "f32", out_fmt)
+    assert (got.transpose(2, 0, 1) == want).all()
+    if out_fmt == "f32" and edge == "subnormal":
+        assert (want & 0x7F800000 == 0).all()
+    elif out_fmt == "f32":
+        assert (want[0, :8] & 0x7FFFFFFF == 0x7F800000).all()

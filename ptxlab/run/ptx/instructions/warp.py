@@ -64,20 +64,17 @@ def _shared_addresses(w, a: np.ndarray, lanes: np.ndarray, space: str, what) -> 
 
 
 def _shared_offsets(get_addr, space: str, what, used: int):
-    """A getter of the 32 lanes' byte offsets into the block's shared memory.
+    """A getter of the ``used`` lanes' int64 byte offsets into the block's shared memory.
 
     Only the first ``used`` lanes give a row address (8 per matrix: lanes 0-7 for .x1, 0-15
-    for .x2); the instruction ignores the others' registers, so only those lanes are checked
-    and the rest are given offset 0, which nothing reads."""
+    for .x2); the instruction ignores the others' registers, so only those lanes are read and
+    checked."""
     lanes = _ROW_LANES[:used]
 
     def offsets(w) -> np.ndarray:
-        a = _shared_addresses(w, get_addr(w).astype(np.uint64)[:used], lanes, space, what)
-        if used == WARP:
-            return a.astype(np.int64)
-        out = np.zeros(WARP, dtype=np.int64)
-        out[:used] = a
-        return out
+        a = np.asarray(get_addr(w), dtype=np.uint64)[:used]
+        # below 2**32 once a .shared form keeps the low bits or a generic one is in the window
+        return _shared_addresses(w, a, lanes, space, what).view(np.int64)
     return offsets
 
 
@@ -144,14 +141,16 @@ def ldmatrix(ins, cx):
         for i, s in enumerate(sets):
             s(w, _warp_values(w, ws, regs[:, :, i]), m)
 
+    load = emulator.row_loader(f)
+
     def fn(w, m):
-        rows = offsets(w)
-        w.spaces.check_shared_rows(rows[:n], _ROW_LANES[:n], site)
-        regs = emulator.ldmatrix_form(w.spaces.shared_bytes(), rows, f)
+        rows = offsets(w)                                       # lanes 0 .. n-1: the rows
+        w.spaces.check_shared_rows(rows, _ROW_LANES[:n], site)
+        regs = load(w.spaces.shared_bytes(), rows)              # (regs, 32)
         if w.spaces.race is not None:      # lanes 0 .. n-1 give the 16-byte rows
-            w.spaces.race.read(w.index, _ROW_LANES[:n], rows[:n] - SHARED_START, 16, site)
-        for i, s in enumerate(sets):
-            s(w, regs[:, i].copy(), m)
+            w.spaces.race.read(w.index, _ROW_LANES[:n], rows - SHARED_START, 16, site)
+        for s, reg in zip(sets, regs):
+            s(w, reg, m)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode, wide=wide)
 
 
@@ -168,29 +167,30 @@ def stmatrix(ins, cx):
         w.spaces.shared_guard.write(_row_lanes(ws, n), rows[:, :n].reshape(-1), 16)
         emulator.stmatrix_form(w.spaces.shared, rows, _of_warps(w, ws, regs), f)
 
+    store = emulator.row_storer(f)
+
     def fn(w, m):
-        regs = np.stack([np.asarray(g(w), dtype=np.uint32) for g in gets], axis=1)
-        rows = offsets(w)
-        w.spaces.check_shared_rows(rows[:n], _ROW_LANES[:n], site)
+        regs = np.array([g(w) for g in gets], dtype=np.uint32)     # (regs, 32)
+        rows = offsets(w)                                       # lanes 0 .. n-1: the rows
+        w.spaces.check_shared_rows(rows, _ROW_LANES[:n], site)
         smem = w.spaces.shared_bytes()
         race = w.spaces.race
         if race is not None:
-            offs = rows[:n] - SHARED_START
+            offs = rows - SHARED_START
             # rows outside the block's shared memory: the emulator refuses them just below
             if (offs >= 0).all() and (offs <= w.spaces.shared_size - 16).all():
                 race.write(w.index, _ROW_LANES[:n], offs, 16, site,
-                           unchanged=lambda: _stmatrix_unchanged(smem, rows, regs, f))
-        emulator.stmatrix_form(smem, rows, regs, f)
+                           unchanged=lambda: _stmatrix_unchanged(smem, rows, regs, store))
+        store(smem, rows, regs)
     return CodeEntry(K_COLL, fn, aligned=True, extra=ins.full_opcode, wide=wide)
 
 
-def _stmatrix_unchanged(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray,
-                        f: matrix_forms.MatrixForm) -> np.ndarray:
+def _stmatrix_unchanged(smem: np.ndarray, rows: np.ndarray, regs: np.ndarray, store) -> np.ndarray:
     """Which bytes of its rows a stmatrix about to run leaves as they are (for racecheck's
     evidence, computed only when the store races): the store done on a copy, compared."""
     after = smem.copy()
-    emulator.stmatrix_form(after, rows, regs, f)
-    where = rows[:f.address_lane_count, None] + np.arange(16)
+    store(after, rows, regs)
+    where = rows[:, None] + np.arange(16)
     return (after[where] == smem[where]).reshape(-1)
 
 
@@ -255,15 +255,15 @@ def mma(ins, cx):
     gb = [cx.src(r, "b32") for r in _regs(bop)]
     gc = [cx.src(r, "b32") for r in _regs(cop)]
 
-    def stack(w, gets):
-        # every getter gives the warp's (32,) register of b32 bits
-        return np.stack([g(w) for g in gets], axis=1).astype(np.uint32, copy=False)
+    every = ga + gb + gc
+    na, nab = len(ga), len(ga) + len(gb)
 
     def fn(w, m):
-        d = emulator.mma(shape, stack(w, ga), stack(w, gb), stack(w, gc), atype=atype,
-                         btype=btype, ctype=ctype, dtype=dtype)
-        for i, s in enumerate(sets):
-            s(w, d[:, i].copy(), m)
+        # every getter gives the warp's (32,) register of b32 bits: one row each
+        regs = np.array([g(w) for g in every], dtype=np.uint32)
+        d = emulator.mma_warp(form, regs[:na], regs[na:nab], regs[nab:])
+        for s, reg in zip(sets, d):
+            s(w, reg, m)
 
     def wide(w, m):
         ws = w.group_warps(m)
