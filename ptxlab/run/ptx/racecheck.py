@@ -210,9 +210,7 @@ class RaceTracker:
     """Every shared-memory byte of one block: its last writer, its readers since the barrier."""
 
     def __init__(self, size: int, program, block: tuple):
-        self.program = program
-        self.block = block
-        self.generation = 0                   # barriers the block has passed
+        self._start(program, block)
         n = max(1, size)
         self.w_warp = np.full(n, -1, np.int32)
         self.w_gen = np.full(n, -1, np.int64)
@@ -223,6 +221,13 @@ class RaceTracker:
         self.r_warp = np.zeros(n, np.int32)    # one of them, for the message
         self.r_lane = np.zeros(n, np.int16)
         self.r_site = np.zeros(n, np.int32)
+
+    def _start(self, program, block: tuple) -> None:
+        """What every tracker keeps besides its per-byte record: the sites, the races and the
+        reads of bytes nobody wrote found so far."""
+        self.program = program
+        self.block = block
+        self.generation = 0                   # barriers the block has passed
         self.sites: list = []
         self._site_ids: dict[int, int] = {}
         self.races: list[Race] = []
@@ -376,7 +381,7 @@ class SoleWarpTracker(RaceTracker):
     access's flags are seen as one item per lane (``_flags``), so a record is one index."""
 
     def __init__(self, size: int, program, block: tuple):
-        super().__init__(size, program, block)
+        self._start(program, block)          # no writer and readers per byte: only the flags
         self.written = np.zeros(max(1, size), bool)
         self._views: dict = {}
 

@@ -64,7 +64,36 @@ def _binary(ins, cx, t, op):
     d, a, b = ins.operands[:3]
     ga, gb = cx.src(a, t), cx.src(b, t)
     s = cx.dst(d, t)
+    own = _own_registers(cx, t, d, a)
+    if own is not None:                     # the usual case, without getter and setter calls
+        i, j = own
+        if isinstance(b, Reg) and _own_registers(cx, t, b) is not None:
+            k = _own_registers(cx, t, b)[0]
+            return lambda w, m: _set(w.R, i, op(w.R[j], w.R[k]), m)
+        if isinstance(b, Imm):
+            c = gb(None)
+            return lambda w, m: _set(w.R, i, op(w.R[j], c), m)
     return lambda w, m: s(w, op(ga(w), gb(w)), m)
+
+
+def _own_registers(cx, t: str, *ops) -> tuple | None:
+    """The indices of registers ``ops`` where each is a plain register held as ``t``'s own
+    dtype (read and written with no view), else ``None``."""
+    vd = np.dtype(VIEW_DTYPE[t])
+    out = []
+    for op in ops:
+        if not isinstance(op, Reg) or op.neg or op.name not in cx.fcode.reg_ids:
+            return None
+        i = cx.fcode.reg_ids[op.name]
+        if np.dtype(cx.fcode.reg_dtypes[i]) != vd:
+            return None
+        out.append(i)
+    return tuple(out)
+
+
+def _set(R: list, i: int, v: np.ndarray, m) -> None:
+    """Register ``i`` takes ``v`` in the lanes of ``m`` (all lanes: ``None``)."""
+    R[i] = v if m is None else np.where(m, v, R[i])
 
 
 # ---------------------------------------------------------------------------------------------
