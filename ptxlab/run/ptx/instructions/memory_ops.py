@@ -415,24 +415,36 @@ def cp(ins, cx):
             w.cp_open = []
         return CodeEntry(K_OP, commit, wide=_all_lanes(commit))
     if rest and rest[0] in ("wait_group", "wait_all"):
-        if rest[0] == "wait_all":
-            keep = 0
-            commit_first = True
-        else:
-            op = ins.operands[0]
-            if not isinstance(op, Imm):
-                raise cx.error("cp.async.wait_group needs an immediate count")
-            keep = op.value
-            commit_first = False
+        return _cp_wait(ins, cx, rest)
+    return _cp_issue(ins, cx, rest)
 
-        def wait(w, m):
-            if commit_first and w.cp_open:
-                w.cp_groups.append(w.cp_open)
-                w.cp_open = []
-            while len(w.cp_groups) > keep:
-                for copy in w.cp_groups.pop(0):
-                    _perform_copy(w, copy)
-        return CodeEntry(K_OP, wait, wide=_all_lanes(wait))
+
+def _cp_wait(ins, cx, rest):
+    """``cp.async.wait_group N`` / ``wait_all``: the copies of every group but the last ``N``
+    are made now (``wait_all`` commits the open group first)."""
+    if rest[0] == "wait_all":
+        keep = 0
+        commit_first = True
+    else:
+        op = ins.operands[0]
+        if not isinstance(op, Imm):
+            raise cx.error("cp.async.wait_group needs an immediate count")
+        keep = op.value
+        commit_first = False
+
+    def wait(w, m):
+        if commit_first and w.cp_open:
+            w.cp_groups.append(w.cp_open)
+            w.cp_open = []
+        while len(w.cp_groups) > keep:
+            for copy in w.cp_groups.pop(0):
+                _perform_copy(w, copy)
+    return CodeEntry(K_OP, wait, wide=_all_lanes(wait))
+
+
+def _cp_issue(ins, cx, rest):
+    """``cp.async.ca``/``.cg``: each lane's copy is checked now (so a fault names this
+    instruction) and queued in the open group."""
     if "ca" not in rest and "cg" not in rest:
         raise Unsupported(f"{ins.full_opcode} is not supported by the CPU model")
     ops = list(ins.operands)
