@@ -810,8 +810,7 @@ def _operand_table(typ: str) -> np.ndarray:
     """``(2, 65536)``: the float64 value of every 16-bit pattern of ``typ`` (f16, bf16; 0 for
     an infinity or NaN) over its step-1 power ``2**e`` (``inf`` for those): one look-up gives
     what :func:`ptxlab.model.tensorcore.few_warps_bits` takes."""
-    v = _decode(np.arange(1 << 16, dtype=np.uint32), typ)
-    table = np.stack([np.where(np.isfinite(v), v, 0.0), tensorcore.step_powers(v, typ)])
+    table = tensorcore.stacked_inputs(_decode(np.arange(1 << 16, dtype=np.uint32), typ), typ)
     table.setflags(write=False)
     return table
 
@@ -820,8 +819,7 @@ def _stacked(bits: np.ndarray, typ: str) -> np.ndarray:
     """Element bits -> ``(2, ...)`` values (0 for an infinity or NaN) over step-1 powers."""
     if typ in ("f16", "bf16"):
         return _operand_table(typ).take(bits, axis=1)       # take: a third of [:, bits]
-    v = _decode(bits, typ)
-    return np.stack([np.where(np.isfinite(v), v, 0.0), tensorcore.step_powers(v, typ)])
+    return tensorcore.stacked_inputs(_decode(bits, typ), typ)
 
 
 def _float_mma_bits(ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, plan: _MmaPlan,
@@ -837,9 +835,10 @@ def _float_mma_bits(ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, plan: _MmaPl
                                              C, form.atype, form.ctype, form.dtype)
             if bits is not None:
                 return bits
-    return tensorcore.mma_bits(_decode(a, form.atype), _decode(b, form.btype),
-                               C.transpose(1, 0, 2), form.atype, form.ctype,
-                               form.dtype).transpose(1, 0, 2)
+    # the few-warps sum declined (an infinity or NaN) or never applied: the general sum
+    return tensorcore.general_bits(_decode(a, form.atype), _decode(b, form.btype),
+                                   C.transpose(1, 0, 2), form.atype, form.ctype,
+                                   form.dtype).transpose(1, 0, 2)
 
 
 def _result_registers(bits: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -24,9 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["ALIGN_BITS", "mma_sum", "mma_bits", "few_warps_bits", "is_few", "step_powers",
-           "exponents",
-           "round_f32_toward_zero"]
+__all__ = ["ALIGN_BITS", "mma_sum", "mma_bits", "general_bits", "few_warps_bits", "is_few",
+           "stacked_inputs", "step_powers", "exponents", "round_f32_toward_zero"]
 
 #: Bits kept below the largest product exponent when the terms are aligned.
 ALIGN_BITS = 25
@@ -172,13 +171,27 @@ def mma_bits(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: st
         raise ValueError(f"accumulator type {out_fmt} is not a floating-point format")
     if is_few(A.shape[-1]):
         with np.errstate(invalid="ignore", over="ignore"):   # inf*0 and the like: see None
-            bits = few_warps_bits(*(np.stack([x, step_powers(x, in_fmt)]) for x in (A, B)),
+            bits = few_warps_bits(stacked_inputs(A, in_fmt), stacked_inputs(B, in_fmt),
                                   np.asarray(C, np.float64).transpose(1, 0, 2), in_fmt, c_fmt,
                                   out_fmt)
         if bits is not None:
             return bits.transpose(1, 0, 2)
+    return general_bits(A, B, C, in_fmt, c_fmt, out_fmt)
+
+
+def general_bits(A: np.ndarray, B: np.ndarray, C: np.ndarray, in_fmt: str, c_fmt: str,
+                 out_fmt: str) -> np.ndarray:
+    """:func:`mma_bits` by the general sum alone (infinities, NaNs, any number of warps): for
+    a caller whose :func:`few_warps_bits` has already declined."""
     bits = _general_sum(A, B, C, in_fmt, c_fmt, out_fmt)
     return bits.astype(np.uint16) if out_fmt == "f16" else bits
+
+
+def stacked_inputs(values: np.ndarray, fmt: str) -> np.ndarray:
+    """``(2, ...)``: the float64 values of an operand (0 for an infinity or NaN) over step 1's
+    powers (:func:`step_powers`), as :func:`few_warps_bits` takes each operand."""
+    v = np.asarray(values, np.float64)
+    return np.stack([np.where(np.isfinite(v), v, 0.0), step_powers(v, fmt)])
 
 
 def is_few(warps: int) -> bool:
