@@ -132,7 +132,7 @@ class GlobalMemory:
     def __init__(self):
         self.buffers: list[Buffer] = []
         self._bases = np.zeros(0, dtype=np.uint64)
-        self._base_list: list[int] = []       # the same, as ints, for :meth:`holding`
+        self._base_list: list[int] = []       # the same, as ints, for :meth:`starting_below`
         self._next = GLOBAL_BASE
 
     def add(self, nbytes: int, name: str, init: bytes | np.ndarray | None = None,
@@ -159,7 +159,8 @@ class GlobalMemory:
         return False
 
     def _index_bases(self) -> None:
-        """The buffers' bases, in order, for :meth:`locate` (an array) and :meth:`holding`."""
+        """The buffers' bases, in order, for :meth:`locate` (an array) and
+        :meth:`starting_below`."""
         self._base_list = [b.base for b in self.buffers]
         self._bases = np.array(self._base_list, dtype=np.uint64)
 
@@ -171,15 +172,10 @@ class GlobalMemory:
                 return b, addr - b.base
         raise ValueError(self.describe(addr, nbytes))
 
-    def holding(self, low: int, high_end: int) -> int:
-        """Index of the one buffer that holds every byte from ``low`` to ``high_end`` (the end
-        of the highest access), or -1: the whole-warp test of :meth:`Spaces.load` and
-        :meth:`Spaces.store`, two comparisons where :meth:`locate` places every lane."""
-        k = bisect.bisect_right(self._base_list, low) - 1
-        if k < 0:
-            return -1
-        b = self.buffers[k]
-        return k if high_end <= b.base + b.size else -1
+    def starting_below(self, addr: int) -> int:
+        """Index of the last buffer that starts at or below ``addr``, the only one that can
+        hold it (-1: none)."""
+        return bisect.bisect_right(self._base_list, addr) - 1
 
     def locate(self, addrs: np.ndarray, nbytes: int, lanes: np.ndarray, what: str) -> np.ndarray:
         """Index of the buffer holding each access; faults name the first bad lane."""
@@ -274,16 +270,6 @@ def every_lane(n: int) -> np.ndarray:
     return lanes
 
 
-#: What :meth:`Spaces.whole_warp_buffer` answers besides a global buffer's index.
-IN_SHARED, NOT_WHOLE, IN_PARAMS = -1, -2, -3
-
-
-def _low_bits(addrs: np.ndarray) -> int:
-    """The low bits any of ``addrs`` has set (one reduction: an aligned warp has none below
-    its access size)."""
-    return int(np.bitwise_or.reduce(addrs))
-
-
 class Spaces:
     """Everything a warp's loads and stores reach: global, its block's shared, its local.
 
@@ -375,24 +361,6 @@ class Spaces:
         raise LaneFault(f"{what}: state space .{space} is not modelled", lanes[:1],
                         kind="unsupported")
 
-    def whole_warp_buffer(self, space: str, addrs: np.ndarray, total: int, align: int) -> int:
-        """Where an access of ``total`` bytes at each of ``addrs`` (uint64, one or more lanes)
-        lies when every lane is aligned to ``align`` and inside one buffer: the index of the
-        global buffer, :data:`IN_SHARED`, :data:`IN_PARAMS`, or :data:`NOT_WHOLE` when not (or
-        when this model checks lane by lane): then the lane-by-lane path finds the first bad
-        lane."""
-        if not (self.whole_warp_checks and addrs.size) or _low_bits(addrs) & (align - 1):
-            return NOT_WHOLE
-        if space == "shared":   # one bound: below the start wraps round, generic is huge
-            fits = int((addrs - _START).max()) + total <= self.shared_size
-            return IN_SHARED if fits else NOT_WHOLE
-        if space == "global":
-            k = self.glob.holding(int(addrs.min()), int(addrs.max()) + total)
-            return k if k >= 0 else NOT_WHOLE
-        if space == "param":
-            return IN_PARAMS if int(addrs.max()) + total <= self.param_size else NOT_WHOLE
-        return NOT_WHOLE
-
     def _place(self, space: str, addrs: np.ndarray, total: int, align: int):
         """Where an access of ``total`` bytes at each of ``addrs`` (uint64) goes when every lane
         is aligned and inside one buffer: ``(items, offsets, writable)``, the offsets (int64)
@@ -410,7 +378,7 @@ class Spaces:
                 items = self._shared_items = ItemViews(self.shared, SHARED_START)
         elif space == "global":
             glob = self.glob
-            k = bisect.bisect_right(glob._base_list, addrs.item(0)) - 1
+            k = glob.starting_below(addrs.item(0))
             if k < 0:
                 return None
             b = glob.buffers[k]
@@ -460,9 +428,9 @@ class Spaces:
     def plan_copy(self, dst: np.ndarray, src: np.ndarray, access: WarpAccess):
         """A whole warp's copy of ``access.total`` bytes per lane (``access``: that many bytes)
         from global ``src`` to shared ``dst`` (uint64 addresses), checked now at both ends, to
-        make later with
-        :meth:`copy_planned`; ``None`` where a lane is misaligned or outside (then the lane by
-        lane checks name it)."""
+        make later with :meth:`copy_planned`; ``None`` where a lane is misaligned or outside
+        (then the lane by lane checks name it). It changes nothing: asked only to check, it
+        says whether both ends fit."""
         size = access.total
         to = self._place("shared", dst, size, size)
         if to is None:

@@ -10,7 +10,7 @@ import numpy as np
 from .. import floats
 from ..decode_context import K_OP, CodeEntry, Unsupported, types_of
 from ..errors import NeedsWarpByWarp
-from ..memory import IN_SHARED, WarpAccess, check_alignment
+from ..memory import WarpAccess, check_alignment
 from ..parser import Addr, Imm, Reg, Sym, Vec
 from ..racecheck import Site
 from ..values import VIEW_DTYPE, WARP
@@ -488,9 +488,7 @@ def _cp_issue(ins, cx, rest):
         sp = w.spaces
         # check both ends now, so a fault names the cp.async that caused it: the whole warp at
         # once where every lane reads and both ends fit, else lane by lane
-        if not (src_size is None and ignore_src is None
-                and sp.whole_warp_buffer("shared", d, size, size) == IN_SHARED
-                and sp.whole_warp_buffer("global", sa, size, size) >= 0):
+        if not (whole and sp.plan_copy(d, sa, access) is not None):
             check_alignment(d, size, lanes, what)
             check_alignment(sa, size, lanes, what)
             sp._shared_offsets(d, lanes, size, what)
