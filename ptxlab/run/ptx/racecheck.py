@@ -23,7 +23,7 @@ import numpy as np
 
 from ..failure import CLIP, MAX_CAUSE, FailureKind, RaceSide, clip_text
 from .errors import KernelFault, Where
-from .memory import SHARED_START
+from .memory import SHARED_START, item_view
 
 __all__ = ["RACECHECK_ENV", "racecheck_mode", "SharedMemoryRace", "RaceWarning",
            "UninitializedSharedRead", "RaceTracker", "SoleWarpTracker", "Access", "Site", "Race",
@@ -388,10 +388,8 @@ class SoleWarpTracker(RaceTracker):
     def _flags(self, nbytes: int) -> np.ndarray:
         """``written`` seen as items of ``nbytes`` flags, one starting at every byte."""
         v = self._views.get(nbytes)
-        if v is None or v.base is not self.written:
-            v = self._views[nbytes] = np.ndarray(
-                (max(0, self.written.size - nbytes + 1),), np.dtype(f"V{nbytes}"),
-                buffer=self.written, strides=(1,))
+        if v is None:
+            v = self._views[nbytes] = item_view(self.written, np.dtype(f"V{nbytes}"))
         return v
 
     def read(self, warp: int, lanes: np.ndarray, off: np.ndarray, nbytes: int, what) -> None:

@@ -67,8 +67,9 @@ def _binary(ins, cx, t, op):
     own = _own_registers(cx, t, d, a)
     if own is not None:                     # the usual case, without getter and setter calls
         i, j = own
-        if isinstance(b, Reg) and _own_registers(cx, t, b) is not None:
-            k = _own_registers(cx, t, b)[0]
+        other = _own_registers(cx, t, b)
+        if other is not None:
+            k = other[0]
             return lambda w, m: _set(w.R, i, op(w.R[j], w.R[k]), m)
         if isinstance(b, Imm):
             c = gb(None)
