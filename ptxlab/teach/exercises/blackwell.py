@@ -203,13 +203,21 @@ gates = ChoiceExercise(
 M16N16_KERNEL_NAME = "load_m16n16"
 
 
+@lru_cache(maxsize=None)
+def _m16n16_addresses(sld: int) -> np.ndarray:
+    """Every lane's row address of ldmatrix.m16n16.x1 for rows ``sld`` bytes apart
+    (read-only, built once per stride)."""
+    addresses = np.array([m16n16_row_address(lane, 0, sld, num=1) for lane in range(32)])
+    addresses.setflags(write=False)
+    return addresses
+
+
 def m16n16_registers(tile: np.ndarray, sld: int) -> np.ndarray:
     """``(32, 2)``: what ldmatrix.m16n16.x1.trans.b8 gives each lane for a 16x16 byte ``tile``
     staged in shared memory with rows ``sld`` bytes apart (by the emulator)."""
     smem = np.zeros((16, sld), dtype=np.uint8)
     smem[:, :16] = np.asarray(tile, dtype=np.uint8).reshape(16, 16)
-    addrs = [m16n16_row_address(lane, 0, sld, num=1) for lane in range(32)]
-    return emulator.ldmatrix(smem.reshape(-1), np.array(addrs), num=1, trans=True,
+    return emulator.ldmatrix(smem.reshape(-1), _m16n16_addresses(sld), num=1, trans=True,
                              shape="m16n16", dtype="b8")
 
 

@@ -399,6 +399,15 @@ def run_kernel_case(source: str, kernel_name: str, run: KernelRun, name: str,
     return result
 
 
+def _read_only(run):
+    """``run`` with every array it holds (directly or in a list or tuple) made read-only."""
+    for value in vars(run).values():
+        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+            if isinstance(item, np.ndarray):
+                item.setflags(write=False)
+    return run
+
+
 @dataclass(repr=False)
 class KernelExercise(Exercise):
     """CUDA source with a ``kernel_name`` kernel, checked on ``visible`` (and hidden) runs."""
@@ -408,6 +417,7 @@ class KernelExercise(Exercise):
     hidden_cases: Callable[[np.random.Generator], list[KernelRun]] = lambda rng: []
     advice_for: Sequence[tuple[Callable[[str], bool], str]] = field(default_factory=tuple)
     backend: str = "auto"
+    _visible_runs: list | None = field(default=None, init=False, repr=False, compare=False)
 
     def source_problem(self, answer) -> CheckResult | None:
         """A result for an answer that is not (yet) a kernel source to run, else ``None``."""
@@ -428,10 +438,19 @@ class KernelExercise(Exercise):
         """Launch one run and compare its output; subclasses compare other kinds of output."""
         return run_kernel_case(answer, self.kernel_name, run, self.title, self.backend)
 
+    def visible_runs(self) -> list:
+        """The visible launches, built once: their expected values come from the emulator
+        and the layout rules, which cost more than the launch itself, and a check is run again
+        and again while a learner works. Their arrays are read-only, so no check can change
+        what the next one expects (each launch copies its arguments)."""
+        if self._visible_runs is None:
+            self._visible_runs = [_read_only(run) for run in self.visible()]
+        return list(self._visible_runs)
+
     def runs(self, hidden: bool = False) -> list:
         """The launches a check makes; when graded, with values drawn for this grading run
         (so no kernel can have its output written in)."""
-        runs = list(self.visible())
+        runs = list(self.visible_runs())
         if hidden:
             runs += self.hidden_cases(hidden_rng())
         fresh = fresh_rng()
