@@ -3,7 +3,8 @@ of a launch in turn, 32 lanes per numpy call) and the vector run (every warp of 
 in one numpy call, ``ptxlab.run.ptx.wide``).
 
 Usage: python measure/benchmarks/bench_cpu_engines.py [--reps 3] [--sizes 128 256 512]
-                                                      [--out reports/cpu_engines]
+           [--baseline TREE [--grading 02_ldmatrix:100 --grading 06_mma:40 --grading-rounds 6]]
+           [--out reports/cpu_engines]
 
 Measured, each the minimum of ``--reps`` runs (the machine may be shared; the minimum is the
 better estimate of what the code costs) with the program already decoded, so the figures are
@@ -16,7 +17,10 @@ the launches themselves:
   alike in new processes that take turns;
 * a learner's check of every course kernel exercise end to end: the import and first check
   of a new notebook, the same check again, an edited kernel, and the grader's judgement;
-* every test program of ``ptxlab run`` on the CPU model, end to end (build included).
+* every test program of ``ptxlab run`` on the CPU model, end to end (build included);
+* with ``--grading ASSIGNMENT:N`` (and ``--baseline``), ``ptxlab grade`` of a class of N
+  submissions on the CPU path by both codes, alternating (``bench_grading_versions``): the wall
+  and CPU time, each grading step, the CPU model's share, and the same scores.
 
 Writes ``BENCH.md`` and ``bench.json`` under ``--out``.
 """
@@ -365,7 +369,8 @@ def _check_lines(checks: list[dict]) -> list[str]:
     return lines
 
 
-def target_lines(gemm: list[dict], checks: list[dict], course: list[dict] = ()) -> list[str]:
+def target_lines(gemm: list[dict], checks: list[dict], course: list[dict] = (),
+                 grading: list[dict] = ()) -> list[str]:
     """The issue's targets as this run measured them."""
     lines = ["## Against the targets", ""]
     by_size = {r["size"]: r for r in gemm}
@@ -394,7 +399,28 @@ def target_lines(gemm: list[dict], checks: list[dict], course: list[dict] = ()) 
                                          lambda r: f"{r['notebook']}:{r['check']}"):
                 xs = [r["baseline_" + key] / r[key] for r in rows]
                 lines.append(f"- {label}, {what}, end to end: {_spread(xs)}.")
+    for c in grading:
+        said = _versions().share_lines(c["runs"])
+        if said:
+            lines.append(f"- Grading {c['submissions']} submissions of {c['assignment']} on the "
+                         f"CPU path: {said[0][2].lower()}{said[0][3:]}")
     return lines + [""]
+
+
+def _versions():
+    """``bench_grading_versions`` (beside this file): the grading of a class by two codes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_grading_versions
+    return bench_grading_versions
+
+
+def grading_classes(specs: list[str], baseline: Path, rounds: int, workers: int) -> list[dict]:
+    """Each ``ASSIGNMENT:N`` class graded ``rounds`` times by this code and the baseline's,
+    alternating (the sandbox on where it starts, as an instructor grades)."""
+    versions = _versions()
+    classes = [(a, int(n)) for a, n in (spec.split(":") for spec in specs)]
+    return versions.grade_classes(classes, baseline.resolve(), ROOT, rounds, workers,
+                                  versions.clean_env())
 
 
 def _by_warps(rows: list[dict], warps: dict, name) -> list[tuple[str, list[dict]]]:
@@ -440,15 +466,15 @@ def program_rows() -> list[dict]:
 
 
 def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: dict,
-             checks: list[dict] = ()) -> str:
+             checks: list[dict] = (), grading: list[dict] = ()) -> str:
     base = "baseline" in gemm[0]
     lines = [f"# The CPU model's engines, side by side ({meta['date']})", "",
              f"Machine: {meta['machine']}. Command: `{meta['command']}`. Each figure is the "
              "minimum of the repetitions (one for a 512³ GEMM warp by warp), program decoded "
              "beforehand."
              + (f" Baseline: the code of {meta['baseline']}, run in the same run." if base else ""),
-             ""] + target_lines(gemm, list(checks), course) + ["## The capstone's learner GEMM",
-                                                               ""]
+             ""] + target_lines(gemm, list(checks), course, list(grading)) + [
+                 "## The capstone's learner GEMM", ""]
     lines += _head([("size", "---:"), ("mma.sync", "---:"), ("warp by warp", "---:"),
                     ("vector", "---:"), ("speed-up", "---:"), ("same bits", ":---:"),
                     ("vector ran as", "---")],
@@ -484,6 +510,15 @@ def markdown(gemm: list[dict], course: list[dict], programs: list[dict], meta: d
     for r in programs:
         lines.append(f"| {r['program']} | {' '.join(r['args'])} | {r['warp']:.2f} s | "
                      f"{r['vector']:.2f} s | {'yes' if r['same_output'] else 'NO'} |")
+    if grading:
+        lines += ["", "## Grading on the CPU path, the code now and before", "",
+                  f"`ptxlab grade` with {meta.get('grading_workers', 2)} workers, each class "
+                  "graded the same number of times by each code, the two alternating. *CPU* is "
+                  "the user and system time of the grading's processes (the grader, its workers, "
+                  "the sandboxed notebook kernels, the launch services).", ""]
+        for c in grading:
+            lines += ["#" + line if line.startswith("## ") else line
+                      for line in _versions().class_lines(c, c["rounds"])]
     return "\n".join(lines) + "\n"
 
 
@@ -502,7 +537,16 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, default=None,
                     help="a checkout of the code before (e.g. a git worktree of an older "
                          "commit): its GEMM and checks are measured in the same run")
+    ap.add_argument("--grading", action="append", default=[], metavar="ASSIGNMENT:N",
+                    help="with --baseline: also grade a class of N submissions on the CPU "
+                         "path by both codes (e.g. 02_ldmatrix:100, 06_mma:40)")
+    ap.add_argument("--grading-rounds", type=int, default=6,
+                    help="gradings of each class by each code (even: each goes first as often)")
+    ap.add_argument("--workers", type=int, default=max(1, len(os.sched_getaffinity(0))),
+                    help="grading workers")
     ns = ap.parse_args()
+    if ns.grading and not ns.baseline:
+        ap.error("--grading compares two codes: name the one before with --baseline")
     meta = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.node()}, {os.cpu_count()} cores, "
                        f"{platform.processor() or platform.machine()}",
@@ -519,11 +563,14 @@ def main() -> None:
             baseline_course(course, cases, ns.baseline, ns.reps, Path(scratch))
         checks = check_rows(ns.baseline, Path(scratch), ns.reps)
     programs = [] if ns.no_programs else program_rows()
+    grading = (grading_classes(ns.grading, ns.baseline, ns.grading_rounds, ns.workers)
+               if ns.grading else [])
+    meta["grading_workers"] = ns.workers
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "bench.json").write_text(json.dumps({"meta": meta, "gemm": gemm, "course": course,
-                                                    "checks": checks, "programs": programs},
-                                                   indent=1) + "\n")
-    (ns.out / "BENCH.md").write_text(markdown(gemm, course, programs, meta, checks))
+                                                    "checks": checks, "programs": programs,
+                                                    "grading": grading}, indent=1) + "\n")
+    (ns.out / "BENCH.md").write_text(markdown(gemm, course, programs, meta, checks, grading))
     print(f"wrote {ns.out / 'BENCH.md'}")
 
 

@@ -145,7 +145,7 @@ def model_share_of_steps(runs: list[dict], code: str = "before") -> float | None
     return sum(st.get("judge", 0.0) for st in steps) / total if total else None
 
 
-def _share_lines(runs: list[dict]) -> list[str]:
+def share_lines(runs: list[dict]) -> list[str]:
     """The model's share of grading under the code before, and whether the code now grades
     faster than before by at least that share (best and mean wall time)."""
     share = model_share_of_steps(runs)
@@ -223,6 +223,77 @@ def model_share(template: Path, dest: Path, assignment: str, workers: int, tree:
             "model_by_process": dict(by_kind.most_common(5))}
 
 
+def grade_classes(classes: list[tuple[str, int]], baseline: Path, now: Path, rounds: int,
+                  workers: int, env: dict[str, str], profile: bool = False) -> list[dict]:
+    """Each class graded ``rounds`` times by each code, the two alternating: per class its mix,
+    every run's wall and CPU time and step means, and whether every student got the same
+    score (with ``profile``, the CPU model's share under py-spy too)."""
+    entries = []
+    with tempfile.TemporaryDirectory(prefix="ptxlab-grading-versions-") as scratch:
+        base = Path(scratch)
+        for assignment, n in classes:
+            template, mix = build_class(assignment, n, base, env)
+            runs, seen = [], {}
+            for rnd in range(rounds):
+                order = [("now", now), ("before", baseline)]
+                for code, tree in (order if rnd % 2 == 0 else order[::-1]):
+                    got = grade_once(template, base / f"{assignment}-{code}-{rnd}", assignment,
+                                     tree, workers, env)
+                    seen[code] = got.pop("scores")
+                    runs.append({"round": rnd + 1, "code": code, **got})
+                    print(f"{assignment} x{n} round {rnd + 1} {code:6s} wall {got['wall_s']:6.1f} s"
+                          f"  cpu {got['cpu_s']:6.1f} s", flush=True)
+            differ = {s: (seen["before"].get(s), seen["now"].get(s))
+                      for s in sorted(set(seen["before"]) | set(seen["now"]))
+                      if seen["before"].get(s) != seen["now"].get(s)}
+            entry = {"assignment": assignment, "submissions": n, "mix": mix, "runs": runs,
+                     "rounds": rounds, "scores_agree": not differ, "score_differences": differ}
+            if profile:
+                entry["model"] = model_share(template, base / f"{assignment}-profile",
+                                             assignment, workers, now, env)
+                print(f"{assignment} model {entry['model']['model_s']} s", flush=True)
+            entries.append(entry)
+    return entries
+
+
+def class_lines(c: dict, rounds: int) -> list[str]:
+    """One class's section: every grading's times, the gain, each step, the CPU model's
+    share and the target it sets, and whether the scores agree."""
+    lines = [f"## {c['assignment']}, {c['submissions']} submissions, "
+             f"{c.get('rounds', rounds)} rounds", "",
+             "Class: " + ", ".join(f"{v} {k}" for k, v in c["mix"].items()) + ".", "",
+             "| round | code | wall | per submission | CPU |",
+             "| ---: | --- | ---: | ---: | ---: |"]
+    for r in c["runs"]:
+        lines.append(f"| {r['round']} | {r['code']} | {r['wall_s']:.1f} s | "
+                     f"{r['wall_s'] / c['submissions']:.3f} s | {r['cpu_s']:.1f} s |")
+    lines.append("")
+    for key, name in (("wall_s", "wall"), ("cpu_s", "CPU")):
+        now = [r[key] for r in c["runs"] if r["code"] == "now"]
+        was = [r[key] for r in c["runs"] if r["code"] == "before"]
+        best = (min(was) - min(now)) / min(was)
+        mean = (sum(was) / len(was) - sum(now) / len(now)) / (sum(was) / len(was))
+        lines.append(f"- {name}: best before {min(was):.1f} s, now {min(now):.1f} s "
+                     f"(**{best:+.1%}**); mean before {sum(was) / len(was):.1f} s, now "
+                     f"{sum(now) / len(now):.1f} s (**{mean:+.1%}**); + is faster now.")
+    lines += _step_lines(c["runs"]) + [""]
+    lines += share_lines(c["runs"])
+    lines.append(f"- Every student the same score under both codes: "
+                 f"**{'yes' if c['scores_agree'] else 'NO'}**"
+                 + ("" if c["scores_agree"] else f" ({c['score_differences']})") + ".")
+    if c.get("model"):
+        s = c["model"]
+        cpu_now = min(r["cpu_s"] for r in c["runs"] if r["code"] == "now")
+        lines.append(f"- The CPU model's share of grading (code now): py-spy found the model "
+                     f"on the stack in {s['model_samples']} samples of the grading's "
+                     f"processes at {SPY_RATE} a second, {s['model_s']:.2f} s, against "
+                     f"{cpu_now:.1f} s of CPU for the whole grading: **at most "
+                     f"{s['model_s'] / cpu_now:.1%}** (sampling slows what it samples, so "
+                     "this overstates it).")
+    lines.append("")
+    return lines
+
+
 def markdown(result: dict) -> str:
     m = result["meta"]
     lines = [f"# `ptxlab grade` on the CPU path: the code now and before ({m['date']})", "",
@@ -234,38 +305,7 @@ def markdown(result: dict) -> str:
              "kernel counts for the grading's processes once they are reaped (the grader, its "
              "workers, the sandboxed notebook kernels, the launch services).", ""]
     for c in result["classes"]:
-        lines += [f"## {c['assignment']}, {c['submissions']} submissions, "
-                  f"{c.get('rounds', m['rounds'])} rounds", "",
-                  "Class: " + ", ".join(f"{v} {k}" for k, v in c["mix"].items()) + ".", "",
-                  "| round | code | wall | per submission | CPU |",
-                  "| ---: | --- | ---: | ---: | ---: |"]
-        for r in c["runs"]:
-            lines.append(f"| {r['round']} | {r['code']} | {r['wall_s']:.1f} s | "
-                         f"{r['wall_s'] / c['submissions']:.3f} s | {r['cpu_s']:.1f} s |")
-        lines.append("")
-        for key, name in (("wall_s", "wall"), ("cpu_s", "CPU")):
-            now = [r[key] for r in c["runs"] if r["code"] == "now"]
-            was = [r[key] for r in c["runs"] if r["code"] == "before"]
-            best = (min(was) - min(now)) / min(was)
-            mean = (sum(was) / len(was) - sum(now) / len(now)) / (sum(was) / len(was))
-            lines.append(f"- {name}: best before {min(was):.1f} s, now {min(now):.1f} s "
-                         f"(**{best:+.1%}**); mean before {sum(was) / len(was):.1f} s, now "
-                         f"{sum(now) / len(now):.1f} s (**{mean:+.1%}**); + is faster now.")
-        lines += _step_lines(c["runs"]) + [""]
-        lines += _share_lines(c["runs"])
-        lines.append(f"- Every student the same score under both codes: "
-                     f"**{'yes' if c['scores_agree'] else 'NO'}**"
-                     + ("" if c["scores_agree"] else f" ({c['score_differences']})") + ".")
-        if c.get("model"):
-            s = c["model"]
-            cpu_now = min(r["cpu_s"] for r in c["runs"] if r["code"] == "now")
-            lines.append(f"- The CPU model's share of grading (code now): py-spy found the model "
-                         f"on the stack in {s['model_samples']} samples of the grading's "
-                         f"processes at {SPY_RATE} a second, {s['model_s']:.2f} s, against "
-                         f"{cpu_now:.1f} s of CPU for the whole grading: **at most "
-                         f"{s['model_s'] / cpu_now:.1%}** (sampling slows what it samples, so "
-                         "this overstates it).")
-        lines.append("")
+        lines += class_lines(c, m["rounds"])
     return "\n".join(lines)
 
 
@@ -305,31 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         "now": f"{ns.now.resolve()} ({_described(ns.now.resolve()) or 'not a git checkout'})",
         "rounds": ns.rounds, "workers": ns.workers, "load_before": load_average()},
         "classes": []}
-    with tempfile.TemporaryDirectory(prefix="ptxlab-grading-versions-") as scratch:
-        base = Path(scratch)
-        for assignment, n in classes:
-            template, mix = build_class(assignment, n, base, env)
-            runs, seen = [], {}
-            for rnd in range(ns.rounds):
-                order = [("now", ns.now.resolve()), ("before", baseline)]
-                for code, tree in (order if rnd % 2 == 0 else order[::-1]):
-                    got = grade_once(template, base / f"{assignment}-{code}-{rnd}", assignment,
-                                     tree, ns.workers, env)
-                    seen[code] = got.pop("scores")
-                    runs.append({"round": rnd + 1, "code": code, **got})
-                    print(f"{assignment} x{n} round {rnd + 1} {code:6s} wall {got['wall_s']:6.1f} s"
-                          f"  cpu {got['cpu_s']:6.1f} s", flush=True)
-            differ = {s: (seen["before"].get(s), seen["now"].get(s))
-                      for s in sorted(set(seen["before"]) | set(seen["now"]))
-                      if seen["before"].get(s) != seen["now"].get(s)}
-            entry = {"assignment": assignment, "submissions": n, "mix": mix, "runs": runs,
-                     "rounds": ns.rounds,
-                     "scores_agree": not differ, "score_differences": differ}
-            if ns.profile:
-                entry["model"] = model_share(template, base / f"{assignment}-profile",
-                                             assignment, ns.workers, ns.now.resolve(), env)
-                print(f"{assignment} model {entry['model']['model_s']} s", flush=True)
-            result["classes"].append(entry)
+    result["classes"] = grade_classes(classes, baseline, ns.now.resolve(), ns.rounds,
+                                      ns.workers, env, profile=ns.profile)
     result["meta"]["load_after"] = load_average()
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "versions.json").write_text(json.dumps(result, indent=1) + "\n")
