@@ -47,8 +47,8 @@ def test_the_versions_report_weighs_the_speed_up_against_the_models_share():
     runs = [run("now", 90.0, 0.05, 0.85), run("before", 100.0, 0.10, 0.90),
             run("before", 100.0, 0.10, 0.90), run("now", 91.0, 0.05, 0.85)]
     assert versions.model_share_of_steps(runs) == 0.1
-    lines = versions._share_lines(runs)
+    lines = versions.share_lines(runs)
     assert "**10.0%**" in lines[0] and "best wall +10.0%, mean +9.5%: **not met**" in lines[0]
     runs[-1]["wall_s"] = 89.0
-    assert "best wall +11.0%, mean +10.5%: **met**" in versions._share_lines(runs)[0]
-    assert versions._share_lines([run("now", 1.0, 0.0, 0.0)]) == []
+    assert "best wall +11.0%, mean +10.5%: **met**" in versions.share_lines(runs)[0]
+    assert versions.share_lines([run("now", 1.0, 0.0, 0.0)]) == []
