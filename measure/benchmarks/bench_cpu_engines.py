@@ -27,6 +27,7 @@ Writes ``BENCH.md`` and ``bench.json`` under ``--out``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -407,8 +408,10 @@ def target_lines(gemm: list[dict], checks: list[dict], course: list[dict] = (),
     return lines + [""]
 
 
+@functools.cache
 def _versions():
-    """``bench_grading_versions`` (beside this file): the grading of a class by two codes."""
+    """``bench_grading_versions`` (beside this file): the grading of a class by two codes,
+    imported when a report needs it (it loads the grading fixtures)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_grading_versions
     return bench_grading_versions

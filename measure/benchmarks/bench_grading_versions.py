@@ -343,8 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                    + " ".join(argv if argv is not None else sys.argv[1:]),
         "baseline": f"{baseline} ({described or 'not a git checkout'})",
         "now": f"{ns.now.resolve()} ({_described(ns.now.resolve()) or 'not a git checkout'})",
-        "rounds": ns.rounds, "workers": ns.workers, "load_before": load_average()},
-        "classes": []}
+        "rounds": ns.rounds, "workers": ns.workers, "load_before": load_average()}}
     result["classes"] = grade_classes(classes, baseline, ns.now.resolve(), ns.rounds,
                                       ns.workers, env, profile=ns.profile)
     result["meta"]["load_after"] = load_average()

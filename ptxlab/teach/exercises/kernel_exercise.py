@@ -450,7 +450,7 @@ class KernelExercise(Exercise):
     def runs(self, hidden: bool = False) -> list:
         """The launches a check makes; when graded, with values drawn for this grading run
         (so no kernel can have its output written in)."""
-        runs = list(self.visible_runs())
+        runs = self.visible_runs()
         if hidden:
             runs += self.hidden_cases(hidden_rng())
         fresh = fresh_rng()
